@@ -1,0 +1,97 @@
+//! A deterministic catalog of N items (the seed-004 bookshop), for demos and
+//! benchmarks. Configuration (manifest `[config]`):
+//! - `name`: source name and URI authority (default `catalog`)
+//! - `items`: how many items exist (default 1000)
+//! - `scope`: the scope a caller needs (default `catalog:read`)
+//!
+//! Keys are the zero-padded item number, so string order is numeric order,
+//! and `list` computes only the requested slice: item `n` is a pure function
+//! of `n`, nothing is ever materialized.
+
+wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
+
+use emseepea::inventory::config;
+use emseepea::inventory::types::{
+    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents,
+    ResourceMetadata, SourceError, Template,
+};
+use exports::emseepea::inventory::{inventory, template};
+use std::fmt::Write;
+
+/// Width of the zero-padded key: enough for 10^10 - 1 items.
+const KEY_WIDTH: usize = 10;
+
+struct Catalog;
+
+fn name() -> String {
+    config::get("name").unwrap_or_else(|| "catalog".into())
+}
+
+fn items() -> u64 {
+    config::get("items").and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
+fn key_of(n: u64) -> String {
+    format!("{n:0KEY_WIDTH$}")
+}
+
+impl template::Guest for Catalog {
+    fn describe() -> Template {
+        let name = name();
+        Template {
+            uri_template: format!("catalog://{name}/items/{{id}}"),
+            title: Some(format!("Catalog {name}")),
+            description: Some(format!("A deterministic catalog of {} items", items())),
+            mime_type: Some("text/plain".into()),
+            access: Access::Protected,
+            required_scopes: vec![config::get("scope").unwrap_or_else(|| "catalog:read".into())],
+            discoverable: true,
+            name,
+        }
+    }
+
+    fn read(uri: String, _context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
+        let prefix = format!("catalog://{}/items/", name());
+        let n: u64 = uri
+            .strip_prefix(&prefix)
+            .filter(|id| id.len() == KEY_WIDTH && id.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|id| id.parse().ok())
+            .ok_or(SourceError::NotFound)?;
+        if n == 0 || n > items() {
+            return Err(SourceError::NotFound);
+        }
+        Ok(vec![ResourceContents {
+            body: ResourceBody::Text(format!("Item {n} of the {} catalog.\n", name())),
+            mime_type: Some("text/plain".into()),
+            uri,
+        }])
+    }
+}
+
+impl inventory::Guest for Catalog {
+    fn list(after: Option<String>, limit: u32, _context: CallContext) -> Result<InventoryPage, SourceError> {
+        let total = items();
+        let first = match after {
+            None => 1,
+            Some(key) => key
+                .parse::<u64>()
+                .map_err(|_| SourceError::Failed(format!("not a catalog key: {key:?}")))?
+                + 1,
+        };
+        let end = first.saturating_add(u64::from(limit)).min(total + 1);
+        let name = name();
+        let mut entries = Vec::with_capacity(end.saturating_sub(first) as usize);
+        for n in first..end {
+            let key = key_of(n);
+            let mut uri = String::with_capacity(name.len() + 28);
+            let _ = write!(uri, "catalog://{name}/items/{key}");
+            entries.push(InventoryEntry {
+                resource: ResourceMetadata { uri, name: format!("Item {n}"), mime_type: Some("text/plain".into()) },
+                key,
+            });
+        }
+        Ok(InventoryPage { has_more: end <= total, entries })
+    }
+}
+
+export!(Catalog);

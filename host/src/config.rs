@@ -1,0 +1,597 @@
+//! The server's TOML configuration and the per-source manifests, validated at
+//! startup. Every limit and default lives here as a named constant, with the
+//! seed's numbers. Unknown keys are an error everywhere: a typo must not
+//! silently fall back to a default.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// "The inventory default is 50."
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+/// "listPagination.pageSize bounds the combined static and dynamic page count (maximum 100)."
+pub const MAX_PAGE_SIZE: u32 = 100;
+/// "The tighter byte limit applies; the default is 1 MiB."
+pub const DEFAULT_MAX_PAGE_BYTES: usize = 1024 * 1024;
+/// Default of `max_application_result_bytes` (the seed's `maxApplicationResultBytes`).
+pub const DEFAULT_MAX_APPLICATION_RESULT_BYTES: usize = 1024 * 1024;
+/// "A traversal expires 15 minutes after its first page."
+pub const TRAVERSAL_LIFETIME: Duration = Duration::from_secs(15 * 60);
+
+/// Entry limits from the seed ("Keys contain 1–256 printable ASCII characters",
+/// "uri (at most 2,048 characters), name (at most 512), and mimeType (at most 128)").
+pub const MAX_KEY_LEN: usize = 256;
+pub const MAX_URI_LEN: usize = 2048;
+pub const MAX_NAME_LEN: usize = 512;
+pub const MAX_MIME_TYPE_LEN: usize = 128;
+/// "The subject must be a nonempty string of at most 256 characters without control characters."
+pub const MAX_SUBJECT_LEN: usize = 256;
+
+/// Default guest budget per call.
+pub const DEFAULT_FUEL: u64 = 500_000_000;
+pub const DEFAULT_MAX_CALL_DURATION_MS: u64 = 5_000;
+pub const DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
+/// `describe()` at startup gets this budget's deadline.
+pub const STARTUP_CALL_DURATION_MS: u64 = 10_000;
+
+/// Default MCP request deadline.
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 10_000;
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+pub const DEFAULT_SESSION_IDLE_TIMEOUT_S: u64 = 3_600;
+/// Cap on the bytes of one `resources/read` result from a guest.
+pub const DEFAULT_MAX_READ_BYTES: usize = 4 << 20;
+
+/// Runtime defaults. The epoch tick bounds how late a looping guest is
+/// stopped after its deadline or after its call is dropped.
+pub const DEFAULT_EPOCH_TICK_US: u64 = 1_000;
+pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 64;
+pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 512 << 20;
+pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 2 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The server configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on (`--listen` overrides it).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Directory of `NAME.wasm` sources (+ optional `NAME.toml` manifests).
+    pub sources_dir: PathBuf,
+    /// Where the precompile cache and the dev-mode secret live.
+    pub state_dir: PathBuf,
+    #[serde(default)]
+    pub http: HttpConfig,
+    #[serde(default)]
+    pub budget: BudgetConfig,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+    #[serde(default)]
+    pub list_pagination: ListPagination,
+    /// The seed's `maxApplicationResultBytes`: a bound on every serialized result.
+    #[serde(default = "default_max_application_result_bytes")]
+    pub max_application_result_bytes: usize,
+    /// Bound on the content bytes of one `resources/read`.
+    #[serde(default = "default_max_read_bytes")]
+    pub max_read_bytes: usize,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub resources: Vec<StaticResourceConfig>,
+    /// Databases guests may be granted (label → file).
+    #[serde(default)]
+    pub databases: BTreeMap<String, DatabaseConfig>,
+    /// Directories guests may be granted read-only (label → path).
+    #[serde(default)]
+    pub directories: BTreeMap<String, DirectoryConfig>,
+    /// Server instructions sent on initialize / discover.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// The file this was read from; relative paths resolve against its directory.
+    #[serde(skip)]
+    pub file: PathBuf,
+}
+
+fn default_listen() -> SocketAddr {
+    "127.0.0.1:8080".parse().unwrap()
+}
+fn default_max_application_result_bytes() -> usize {
+    DEFAULT_MAX_APPLICATION_RESULT_BYTES
+}
+fn default_max_read_bytes() -> usize {
+    DEFAULT_MAX_READ_BYTES
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// The MCP endpoint path.
+    pub endpoint: String,
+    /// Deadline of every MCP request; flows into the guest budget.
+    pub request_timeout_ms: u64,
+    /// Request bodies above this get 413 without being read to the end.
+    pub max_body_bytes: usize,
+    /// Origins allowed besides the listener's own loopback origins.
+    pub allowed_origins: Vec<String>,
+    /// Host header values allowed besides loopback names (for a public listener:
+    /// the public host name).
+    pub allowed_hosts: Vec<String>,
+    /// On SIGINT/SIGTERM, how long in-flight requests may finish.
+    pub shutdown_grace_ms: u64,
+    /// Legacy-protocol sessions kept at most (oldest idle evicted first).
+    pub max_sessions: usize,
+    pub session_idle_timeout_s: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "/mcp".into(),
+            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            allowed_origins: vec![],
+            allowed_hosts: vec![],
+            shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle_timeout_s: DEFAULT_SESSION_IDLE_TIMEOUT_S,
+        }
+    }
+}
+
+/// A guest call's budget. The server's `[budget]` is the default; a source's
+/// manifest may override each field.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    /// Fuel (roughly: wasm instructions) per call.
+    pub fuel: u64,
+    /// Cap on the wall-clock time of one call; the request's deadline may end it earlier.
+    pub max_duration_ms: u64,
+    /// Cap on the guest's linear memories plus host-side buffers it asked for.
+    pub memory_bytes: u64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self { fuel: DEFAULT_FUEL, max_duration_ms: DEFAULT_MAX_CALL_DURATION_MS, memory_bytes: DEFAULT_MEMORY_BYTES }
+    }
+}
+
+/// Manifest budget overrides: any field left out keeps the server default.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetOverrides {
+    pub fuel: Option<u64>,
+    pub max_duration_ms: Option<u64>,
+    pub memory_bytes: Option<u64>,
+}
+
+impl BudgetOverrides {
+    pub fn apply(&self, base: BudgetConfig) -> BudgetConfig {
+        BudgetConfig {
+            fuel: self.fuel.unwrap_or(base.fuel),
+            max_duration_ms: self.max_duration_ms.unwrap_or(base.max_duration_ms),
+            memory_bytes: self.memory_bytes.unwrap_or(base.memory_bytes),
+        }
+    }
+}
+
+/// Engine and pooling-allocator settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// Epoch tick: a looping guest is stopped at most one tick after its
+    /// deadline, a dropped call at its next tick.
+    pub epoch_tick_us: u64,
+    /// Guest calls running at once; further calls wait (within their deadline).
+    pub max_concurrent_calls: u32,
+    /// Largest memory budget any source may have (sizes the pool's slots).
+    pub max_memory_bytes: u64,
+    /// Bytes of each linear memory kept resident (memset, not unmapped)
+    /// between instances: faster reuse, more RSS.
+    pub keep_resident_bytes: u64,
+    /// Core instances, memories and tables one component may have
+    /// (interpreted languages need more than Rust guests).
+    pub max_core_instances_per_component: u32,
+    pub max_memories_per_component: u32,
+    pub max_tables_per_component: u32,
+    pub max_table_elements: usize,
+    /// Bytes of VM metadata per core/component instance.
+    pub max_core_instance_size: usize,
+    pub max_component_instance_size: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            epoch_tick_us: DEFAULT_EPOCH_TICK_US,
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
+            keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
+            max_core_instances_per_component: 64,
+            max_memories_per_component: 16,
+            max_tables_per_component: 16,
+            max_table_elements: 100_000,
+            max_core_instance_size: 4 << 20,
+            max_component_instance_size: 4 << 20,
+        }
+    }
+}
+
+/// The seed's `listPagination`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListPagination {
+    /// The seed's `listPagination.pageSize`: entries per page, static and dynamic combined.
+    pub page_size: u32,
+    /// The seed's `listPagination.maxPageBytes`: bytes of the serialized JSON-RPC result.
+    pub max_page_bytes: usize,
+}
+
+impl Default for ListPagination {
+    fn default() -> Self {
+        Self { page_size: DEFAULT_PAGE_SIZE, max_page_bytes: DEFAULT_MAX_PAGE_BYTES }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// No tokens at all: only valid when no source exports `inventory` and
+    /// no resource is protected.
+    #[default]
+    None,
+    /// HS256 tokens minted by `emseepea token` with a secret kept in the state dir.
+    Dev,
+    /// JWS access tokens verified with a JWKS.
+    Jwt,
+    /// RFC 7662 token introspection.
+    Introspection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    pub mode: AuthMode,
+    /// When true, initialize/discover/ping/templates/list and public reads
+    /// need no token. `resources/list` always needs one once an inventory
+    /// source exists.
+    pub public_discovery: bool,
+    /// This server's canonical resource URL (RFC 8707 audience). Default:
+    /// `http://LISTEN/ENDPOINT`.
+    pub resource: Option<String>,
+    /// Authorization servers advertised in the protected-resource metadata.
+    pub authorization_servers: Vec<String>,
+    /// Claim that holds the user id.
+    pub subject_claim: String,
+    /// Clock skew tolerated on `exp`/`nbf`.
+    pub leeway_s: u64,
+    /// Tokens longer than this are rejected without parsing.
+    pub max_token_bytes: usize,
+    /// Verified tokens remembered (by hash) until they expire.
+    pub cache_entries: usize,
+    pub jwt: Option<JwtConfig>,
+    pub introspection: Option<IntrospectionConfig>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::None,
+            public_discovery: true,
+            resource: None,
+            authorization_servers: vec![],
+            subject_claim: "sub".into(),
+            leeway_s: 30,
+            max_token_bytes: 8192,
+            cache_entries: 10_000,
+            jwt: None,
+            introspection: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    pub issuer: String,
+    pub jwks_file: Option<PathBuf>,
+    pub jwks_url: Option<String>,
+    /// Minimum seconds between JWKS refreshes triggered by an unknown `kid`.
+    #[serde(default = "default_jwks_refresh_s")]
+    pub jwks_refresh_interval_s: u64,
+    #[serde(default = "default_fetch_timeout_ms")]
+    pub jwks_timeout_ms: u64,
+    /// If set, the JOSE `typ` header must equal it (e.g. `at+jwt`, RFC 9068).
+    pub required_typ: Option<String>,
+}
+
+fn default_jwks_refresh_s() -> u64 {
+    60
+}
+fn default_fetch_timeout_ms() -> u64 {
+    5_000
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionConfig {
+    pub endpoint: String,
+    pub client_id: String,
+    pub client_secret: String,
+    #[serde(default = "default_fetch_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Expected issuer (`iss` of the introspection response), if the server sends one.
+    pub issuer: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessConfig {
+    #[default]
+    Public,
+    Protected,
+}
+
+/// A static resource from the config (`[[resources]]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StaticResourceConfig {
+    pub uri: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+    #[serde(default)]
+    pub access: AccessConfig,
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// Inline text content.
+    pub text: Option<String>,
+    /// Inline binary content, base64.
+    pub blob: Option<String>,
+    /// Content read from a file at startup (relative to the config file).
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    pub file: PathBuf,
+    #[serde(default = "default_true")]
+    pub read_only: bool,
+    /// Cap on the bytes of one statement's result rows.
+    #[serde(default = "default_max_result_bytes")]
+    pub max_result_bytes: usize,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_max_result_bytes() -> usize {
+    4 << 20
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryConfig {
+    pub path: PathBuf,
+}
+
+/// A source's manifest, `NAME.toml` beside `NAME.wasm`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceManifest {
+    #[serde(default)]
+    pub budget: BudgetOverrides,
+    /// Static key/value configuration the guest reads through `config.get`.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    #[serde(default)]
+    pub grants: Grants,
+}
+
+/// Capabilities granted to one source. Nothing is reachable without a grant.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// Database labels from the server's `[databases]`.
+    #[serde(default)]
+    pub databases: Vec<String>,
+    /// Directory labels from the server's `[directories]`, preopened read-only.
+    #[serde(default)]
+    pub directories: Vec<String>,
+    /// Outbound HTTP origins, `scheme://host[:port]`.
+    #[serde(default)]
+    pub http: Vec<String>,
+    /// Outbound HTTP caps.
+    #[serde(default)]
+    pub http_limits: HttpGrantLimits,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpGrantLimits {
+    pub max_request_bytes: usize,
+    pub max_response_bytes: usize,
+    pub timeout_ms: u64,
+}
+
+impl Default for HttpGrantLimits {
+    fn default() -> Self {
+        Self { max_request_bytes: 1 << 20, max_response_bytes: 4 << 20, timeout_ms: 5_000 }
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file; relative paths are resolved against
+    /// the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let mut config: Config = toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: one_line(&e.to_string()) })?;
+        config.file = path.to_owned();
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.sources_dir = base.join(&config.sources_dir);
+        config.state_dir = base.join(&config.state_dir);
+        for resource in &mut config.resources {
+            if let Some(file) = &resource.file {
+                resource.file = Some(base.join(file));
+            }
+        }
+        for db in config.databases.values_mut() {
+            db.file = base.join(&db.file);
+        }
+        for dir in config.directories.values_mut() {
+            dir.path = base.join(&dir.path);
+        }
+        if let Some(jwt) = &mut config.auth.jwt
+            && let Some(file) = &jwt.jwks_file
+        {
+            jwt.jwks_file = Some(base.join(file));
+        }
+        config.validate().map_err(|message| ConfigError::Invalid { path: path.to_owned(), message })?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let p = &self.list_pagination;
+        if p.page_size == 0 || p.page_size > MAX_PAGE_SIZE {
+            return Err(format!("list_pagination.page_size must be 1..={MAX_PAGE_SIZE}, got {}", p.page_size));
+        }
+        if p.max_page_bytes < 1024 || self.max_application_result_bytes < 1024 {
+            return Err("list_pagination.max_page_bytes and max_application_result_bytes must be at least 1024".into());
+        }
+        if !self.http.endpoint.starts_with('/') {
+            return Err(format!("http.endpoint must start with '/', got {:?}", self.http.endpoint));
+        }
+        if self.http.request_timeout_ms == 0 {
+            return Err("http.request_timeout_ms must be positive".into());
+        }
+        if self.runtime.epoch_tick_us == 0 || self.runtime.max_concurrent_calls == 0 {
+            return Err("runtime.epoch_tick_us and runtime.max_concurrent_calls must be positive".into());
+        }
+        check_budget("budget", &self.budget, self.runtime.max_memory_bytes)?;
+        for (i, r) in self.resources.iter().enumerate() {
+            let bodies = [r.text.is_some(), r.blob.is_some(), r.file.is_some()].iter().filter(|b| **b).count();
+            if bodies != 1 {
+                return Err(format!("resources[{i}] ({}): exactly one of text, blob or file is required", r.uri));
+            }
+        }
+        match self.auth.mode {
+            AuthMode::Jwt if self.auth.jwt.is_none() => return Err("auth.mode = \"jwt\" needs [auth.jwt]".into()),
+            AuthMode::Jwt => {
+                let jwt = self.auth.jwt.as_ref().unwrap();
+                if jwt.jwks_file.is_some() == jwt.jwks_url.is_some() {
+                    return Err("[auth.jwt] needs exactly one of jwks_file or jwks_url".into());
+                }
+            }
+            AuthMode::Introspection if self.auth.introspection.is_none() => {
+                return Err("auth.mode = \"introspection\" needs [auth.introspection]".into());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.http.request_timeout_ms)
+    }
+
+    /// The effective per-page byte bound: "The tighter byte limit applies".
+    pub fn page_byte_limit(&self) -> usize {
+        self.list_pagination.max_page_bytes.min(self.max_application_result_bytes)
+    }
+}
+
+pub fn check_budget(what: &str, budget: &BudgetConfig, max_memory: u64) -> Result<(), String> {
+    if budget.fuel == 0 || budget.max_duration_ms == 0 || budget.memory_bytes == 0 {
+        return Err(format!("{what}: fuel, max_duration_ms and memory_bytes must be positive"));
+    }
+    if budget.memory_bytes > max_memory {
+        return Err(format!(
+            "{what}: memory_bytes {} exceeds runtime.max_memory_bytes {max_memory}",
+            budget.memory_bytes
+        ));
+    }
+    Ok(())
+}
+
+impl SourceManifest {
+    pub fn load(path: &Path) -> Result<SourceManifest, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        toml::from_str(&text).map_err(|e| one_line(&e.to_string()))
+    }
+}
+
+/// TOML errors span several lines with a source excerpt; startup errors are one line.
+pub fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        let dir = std::env::temp_dir().join(format!("emseepea-config-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(&file, text).unwrap();
+        Config::load(&file)
+    }
+
+    #[test]
+    fn defaults_follow_the_seed() {
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        assert_eq!(c.list_pagination.page_size, 50);
+        assert_eq!(c.page_byte_limit(), 1 << 20);
+        assert!(c.sources_dir.ends_with("s"));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\npage_sise = 3\n").unwrap_err();
+        assert!(e.to_string().contains("page_sise"), "{e}");
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[list_pagination]\npagesize = 3\n").unwrap_err();
+        assert!(e.to_string().contains("pagesize"), "{e}");
+    }
+
+    #[test]
+    fn page_size_above_100_is_refused() {
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[list_pagination]\npage_size = 101\n").unwrap_err();
+        assert!(e.to_string().contains("page_size"), "{e}");
+    }
+
+    #[test]
+    fn tighter_byte_limit_applies() {
+        let c = parse(
+            "sources_dir = 's'\nstate_dir = 't'\nmax_application_result_bytes = 5000\n[list_pagination]\nmax_page_bytes = 9000\n",
+        )
+        .unwrap();
+        assert_eq!(c.page_byte_limit(), 5000);
+    }
+
+    #[test]
+    fn manifest_overrides_budget() {
+        let m: SourceManifest = toml::from_str("[budget]\nfuel = 7\n[config]\nitems = '3'\n").unwrap();
+        let b = m.budget.apply(BudgetConfig::default());
+        assert_eq!(b.fuel, 7);
+        assert_eq!(b.memory_bytes, DEFAULT_MEMORY_BYTES);
+        assert!(toml::from_str::<SourceManifest>("[budgett]\n").is_err());
+    }
+}

@@ -1,0 +1,325 @@
+//! The pager: one `resources/list` page of static resources followed by the
+//! caller's records from every inventory source they may access, bounded in
+//! count and in bytes, continued by a sealed cursor.
+//!
+//! "Static resources come first, followed by eligible inventory sources in
+//! registration order." "The framework authorizes each source before calling
+//! it and skips inaccessible sources." "listPagination.pageSize bounds the
+//! combined static and dynamic page count." "The tighter byte limit applies."
+//! "A single entry that cannot fit causes an error." "Do not fetch the whole
+//! collection to slice it in memory": a guest is asked for at most the slots
+//! the page has left.
+
+use super::access::may_access;
+use super::cursor::{CursorBinding, CursorError, CursorKeys, CursorState, Position};
+use super::statics::StaticResources;
+use super::validate::{PageViolation, validate_page};
+use crate::auth::Principal;
+use crate::runtime::types::{CallContext, InventoryPage};
+use crate::runtime::{Access, GuestError, RequestScope, Source};
+use crate::uri_template::UriTemplate;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+
+/// What the pager needs of an inventory source (the runtime's `Source`, or
+/// an in-memory source in tests).
+pub trait InventorySource: Send + Sync {
+    fn name(&self) -> &str;
+    fn template(&self) -> &UriTemplate;
+    fn access(&self) -> Access;
+    fn required_scopes(&self) -> &[String];
+    fn list(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+        context: CallContext,
+        scope: &RequestScope,
+    ) -> impl Future<Output = Result<InventoryPage, GuestError>> + Send;
+}
+
+impl InventorySource for Arc<Source> {
+    fn name(&self) -> &str {
+        Source::name(self)
+    }
+    fn template(&self) -> &UriTemplate {
+        &self.definition.uri_template
+    }
+    fn access(&self) -> Access {
+        self.definition.access
+    }
+    fn required_scopes(&self) -> &[String] {
+        &self.definition.required_scopes
+    }
+    fn list(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+        context: CallContext,
+        scope: &RequestScope,
+    ) -> impl Future<Output = Result<InventoryPage, GuestError>> + Send {
+        Source::list(self, after, limit, context, scope)
+    }
+}
+
+/// Why a page could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    /// Any cursor failure: the client restarts the listing.
+    #[error("invalid cursor: {0}")]
+    InvalidCursor(CursorError),
+    /// "A caller must have access to at least one inventory source."
+    #[error("the caller may access no inventory source")]
+    NoAccessibleSource { scopes: Vec<String> },
+    /// "A single entry that cannot fit causes an error."
+    #[error("an entry of {source_name} does not fit in an empty page")]
+    EntryTooLarge { source_name: String },
+    #[error("{source_name} returned an invalid page: {violation}")]
+    InvalidPage { source_name: String, violation: PageViolation },
+    #[error("{source_name}: {error}")]
+    Guest { source_name: String, error: GuestError },
+}
+
+/// One page: the serialized `Resource` objects and the cursor, if more may follow.
+#[derive(Debug, Default)]
+pub struct Page {
+    pub entries: Vec<Vec<u8>>,
+    pub next_cursor: Option<String>,
+}
+
+pub struct Pager<S> {
+    statics: Arc<StaticResources>,
+    /// Sources that export `inventory`, in registration order.
+    sources: Vec<S>,
+    keys: Arc<CursorKeys>,
+    fingerprint: [u8; 32],
+    page_size: u32,
+    byte_limit: usize,
+}
+
+/// A request for one page.
+pub struct PageRequest<'a> {
+    pub principal: Option<&'a Principal>,
+    pub cursor: Option<&'a str>,
+    /// Bytes of the serialized JSON-RPC response with an empty `resources`
+    /// array and no `nextCursor`: the page's entries and cursor must fit in
+    /// `byte_limit - envelope_bytes`.
+    pub envelope_bytes: usize,
+    pub scope: &'a RequestScope,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EntryJson<'a> {
+    uri: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mime_type: Option<&'a str>,
+}
+
+/// `,"nextCursor":""` around the cursor itself.
+const CURSOR_FIELD_BYTES: usize = 16;
+
+pub fn cursor_binding(principal: Option<&Principal>, fingerprint: &[u8; 32]) -> CursorBinding {
+    match principal {
+        Some(p) => CursorBinding::new(Some(&p.client_id), p.subject.as_deref(), &p.scopes, p.audience.as_deref(), fingerprint),
+        None => CursorBinding::new(None, None, &[], None, fingerprint),
+    }
+}
+
+pub fn call_context(principal: Option<&Principal>, scope: &RequestScope) -> CallContext {
+    CallContext {
+        principal: principal.map(|p| crate::runtime::types::Principal {
+            subject: p.subject.clone(),
+            client_id: p.client_id.clone(),
+            scopes: p.scopes.clone(),
+            audience: p.audience.clone(),
+        }),
+        deadline_ms: scope.deadline_unix_ms(),
+    }
+}
+
+/// Accumulates one page within its count and byte bounds.
+struct PageBuilder {
+    entries: Vec<Vec<u8>>,
+    used: usize,
+    budget: usize,
+    remaining: u32,
+    /// Where the next page starts if this one ends now.
+    resume: Option<Position>,
+}
+
+enum Push {
+    Added,
+    /// Does not fit: the page ends before this entry.
+    Full,
+}
+
+impl PageBuilder {
+    /// Add an entry whose successor position is `next` (`None`: nothing follows).
+    fn push(&mut self, json: Vec<u8>, next: Option<Position>) -> Push {
+        let cost = json.len() + usize::from(!self.entries.is_empty());
+        let cursor = next.as_ref().map_or(0, |p| CURSOR_FIELD_BYTES + CursorKeys::encoded_len(p));
+        if self.used + cost + cursor > self.budget {
+            return Push::Full;
+        }
+        self.used += cost;
+        self.entries.push(json);
+        self.remaining -= 1;
+        self.resume = next;
+        Push::Added
+    }
+}
+
+impl<S: InventorySource> Pager<S> {
+    pub fn new(
+        statics: Arc<StaticResources>,
+        sources: Vec<S>,
+        keys: Arc<CursorKeys>,
+        fingerprint: [u8; 32],
+        page_size: u32,
+        byte_limit: usize,
+    ) -> Self {
+        Self { statics, sources, keys, fingerprint, page_size, byte_limit }
+    }
+
+    pub fn has_sources(&self) -> bool {
+        !self.sources.is_empty()
+    }
+
+    /// The union of the scopes the inventory sources require (for challenges).
+    pub fn source_scopes(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.sources.iter().flat_map(|s| s.required_scopes().iter().cloned()).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    fn accessible(&self, index: usize, principal: Option<&Principal>) -> bool {
+        let s = &self.sources[index];
+        // `list` is only ever called with a principal.
+        principal.is_some() && may_access(s.access(), s.required_scopes(), principal)
+    }
+
+    fn next_accessible(&self, from: usize, principal: Option<&Principal>) -> Option<usize> {
+        (from..self.sources.len()).find(|&i| self.accessible(i, principal))
+    }
+
+    fn static_visible(&self, offset: usize, principal: Option<&Principal>) -> bool {
+        let s = &self.statics.items[offset];
+        may_access(s.access, &s.required_scopes, principal)
+    }
+
+    /// The position after the static resource at `offset`: the next visible
+    /// static, else the first accessible source, else the end.
+    fn after_static(&self, offset: usize, principal: Option<&Principal>) -> Option<Position> {
+        if let Some(o) = (offset + 1..self.statics.items.len()).find(|&o| self.static_visible(o, principal)) {
+            return Some(Position::Static { offset: o as u32 });
+        }
+        self.next_accessible(0, principal).map(|i| Position::Source { index: i as u32, after: None })
+    }
+
+    pub async fn page(&self, req: PageRequest<'_>) -> Result<Page, ListError> {
+        let principal = req.principal;
+        if !self.sources.is_empty() && self.next_accessible(0, principal).is_none() {
+            return Err(ListError::NoAccessibleSource { scopes: self.source_scopes() });
+        }
+        let binding = cursor_binding(principal, &self.fingerprint);
+        let (started_ms, start) = match req.cursor {
+            None => (self.keys.now_ms(), self.first_position(principal)),
+            Some(c) => {
+                let state = self.keys.open(c, &binding).map_err(ListError::InvalidCursor)?;
+                (state.started_ms, Some(self.check_position(state.position, principal)?))
+            }
+        };
+        let mut page = PageBuilder {
+            entries: Vec::new(),
+            used: 0,
+            budget: self.byte_limit.saturating_sub(req.envelope_bytes),
+            remaining: self.page_size,
+            resume: start.clone(),
+        };
+        let mut position = start;
+        let mut page_uris: HashSet<String> = HashSet::new();
+        let context = call_context(principal, req.scope);
+        'page: while page.remaining > 0 {
+            match position.take() {
+                None => break,
+                Some(Position::Static { offset }) => {
+                    let offset = offset as usize;
+                    let next = self.after_static(offset, principal);
+                    let json = self.statics.items[offset].listing.clone();
+                    page_uris.insert(self.statics.items[offset].uri.clone());
+                    match page.push(json, next.clone()) {
+                        Push::Added => position = next,
+                        Push::Full if page.entries.is_empty() => {
+                            return Err(ListError::EntryTooLarge { source_name: "static resources".into() });
+                        }
+                        Push::Full => break,
+                    }
+                }
+                Some(Position::Source { index, after }) => {
+                    let i = index as usize;
+                    let source = &self.sources[i];
+                    let limit = page.remaining;
+                    let guest_page = source
+                        .list(after.as_deref(), limit, context.clone(), req.scope)
+                        .await
+                        .map_err(|error| ListError::Guest { source_name: source.name().into(), error })?;
+                    validate_page(&guest_page, limit, after.as_deref(), source.template(), &mut page_uris)
+                        .map_err(|violation| ListError::InvalidPage { source_name: source.name().into(), violation })?;
+                    let after_source = || self.next_accessible(i + 1, principal).map(|n| Position::Source { index: n as u32, after: None });
+                    let count = guest_page.entries.len();
+                    for (k, entry) in guest_page.entries.iter().enumerate() {
+                        let last_of_source = k + 1 == count && !guest_page.has_more;
+                        let next = if last_of_source {
+                            after_source()
+                        } else {
+                            Some(Position::Source { index, after: Some(entry.key.clone()) })
+                        };
+                        let r = &entry.resource;
+                        let json = serde_json::to_vec(&EntryJson { uri: &r.uri, name: &r.name, mime_type: r.mime_type.as_deref() })
+                            .expect("serializable");
+                        match page.push(json, next.clone()) {
+                            Push::Added => position = next,
+                            Push::Full if page.entries.is_empty() => {
+                                return Err(ListError::EntryTooLarge { source_name: source.name().into() });
+                            }
+                            // The cursor points at the last entry emitted.
+                            Push::Full => break 'page,
+                        }
+                    }
+                    if count == 0 {
+                        // An empty, final page of this source: move on.
+                        position = after_source();
+                        page.resume = position.clone();
+                    }
+                    // With has-more and room left, the loop asks the same
+                    // source again for the rest, after its last key.
+                }
+                Some(Position::Template { .. }) => unreachable!("checked when the cursor was opened"),
+            }
+        }
+        let next_cursor = page.resume.map(|position| self.keys.seal(&CursorState { started_ms, position }, &binding));
+        Ok(Page { entries: page.entries, next_cursor })
+    }
+
+    fn first_position(&self, principal: Option<&Principal>) -> Option<Position> {
+        if let Some(o) = (0..self.statics.items.len()).find(|&o| self.static_visible(o, principal)) {
+            return Some(Position::Static { offset: o as u32 });
+        }
+        self.next_accessible(0, principal).map(|i| Position::Source { index: i as u32, after: None })
+    }
+
+    /// A cursor that opened is authentic, but its position must still make
+    /// sense for this source set and caller.
+    fn check_position(&self, p: Position, principal: Option<&Principal>) -> Result<Position, ListError> {
+        let ok = match &p {
+            Position::Static { offset } => (*offset as usize) < self.statics.items.len(),
+            Position::Source { index, .. } => (*index as usize) < self.sources.len() && self.accessible(*index as usize, principal),
+            Position::Template { .. } => false,
+        };
+        if ok { Ok(p) } else { Err(ListError::InvalidCursor(CursorError::Plaintext)) }
+    }
+}

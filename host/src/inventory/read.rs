@@ -1,0 +1,108 @@
+//! `resources/read`: a static resource by exact URI, else the first source
+//! (registration order) whose template matches. Access is checked on every
+//! call: "A previously listed URI does not grant future read access."
+
+use super::access::may_access;
+use super::pager::call_context;
+use super::statics::{StaticContent, StaticResources};
+use crate::auth::Principal;
+use crate::config::{MAX_MIME_TYPE_LEN, MAX_URI_LEN};
+use crate::runtime::types::ResourceBody;
+use crate::runtime::{Access, GuestError, RequestScope, Source, SourceFailure};
+use base64::Engine as _;
+use serde::Serialize;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("resource not found")]
+    NotFound,
+    /// Protected and no verified caller.
+    #[error("authentication required")]
+    Unauthenticated { scopes: Vec<String> },
+    /// Protected and the caller lacks a required scope.
+    #[error("insufficient scope")]
+    InsufficientScope { scopes: Vec<String> },
+    #[error("{source_name}: {error}")]
+    Guest { source_name: String, error: GuestError },
+    #[error("{source_name} returned an invalid read result: {reason}")]
+    InvalidResult { source_name: String, reason: String },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentJson {
+    pub uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+}
+
+fn check_access(access: Access, scopes: &[String], principal: Option<&Principal>) -> Result<(), ReadError> {
+    if may_access(access, scopes, principal) {
+        return Ok(());
+    }
+    let scopes = scopes.to_vec();
+    Err(if principal.is_none() { ReadError::Unauthenticated { scopes } } else { ReadError::InsufficientScope { scopes } })
+}
+
+/// Read `uri` for `principal`.
+pub async fn read(
+    statics: &StaticResources,
+    sources: &[Arc<Source>],
+    uri: &str,
+    principal: Option<&Principal>,
+    scope: &RequestScope,
+    max_bytes: usize,
+) -> Result<Vec<ContentJson>, ReadError> {
+    if let Some(s) = statics.get(uri) {
+        check_access(s.access, &s.required_scopes, principal)?;
+        let (text, blob) = match &s.content {
+            StaticContent::Text(t) => (Some(t.clone()), None),
+            StaticContent::Blob(b) => (None, Some(base64::engine::general_purpose::STANDARD.encode(b))),
+        };
+        return Ok(vec![ContentJson { uri: s.uri.clone(), mime_type: s.mime_type.clone(), text, blob }]);
+    }
+    let Some(source) = sources.iter().find(|s| s.definition.uri_template.matches(uri)) else {
+        return Err(ReadError::NotFound);
+    };
+    let d = &source.definition;
+    check_access(d.access, &d.required_scopes, principal)?;
+    let contents = match source.read(uri, call_context(principal, scope), scope).await {
+        Ok(c) => c,
+        Err(GuestError::Source(SourceFailure::NotFound)) => return Err(ReadError::NotFound),
+        Err(error) => return Err(ReadError::Guest { source_name: d.name.clone(), error }),
+    };
+    let invalid = |reason: String| ReadError::InvalidResult { source_name: d.name.clone(), reason };
+    if contents.is_empty() {
+        return Err(invalid("no contents".into()));
+    }
+    let mut total = 0usize;
+    let mut out = Vec::with_capacity(contents.len());
+    for c in contents {
+        if c.uri.is_empty() || c.uri.len() > MAX_URI_LEN {
+            return Err(invalid("content uri empty or longer than 2048".into()));
+        }
+        if c.mime_type.as_ref().is_some_and(|m| m.len() > MAX_MIME_TYPE_LEN) {
+            return Err(invalid("content mimeType longer than 128".into()));
+        }
+        let (text, blob) = match c.body {
+            ResourceBody::Text(t) => {
+                total += t.len();
+                (Some(t), None)
+            }
+            ResourceBody::Blob(b) => {
+                total += b.len().div_ceil(3) * 4;
+                (None, Some(base64::engine::general_purpose::STANDARD.encode(b)))
+            }
+        };
+        if total > max_bytes {
+            return Err(invalid(format!("contents exceed {max_bytes} bytes")));
+        }
+        out.push(ContentJson { uri: c.uri, mime_type: c.mime_type.or_else(|| d.mime_type.clone()), text, blob });
+    }
+    Ok(out)
+}

@@ -1,0 +1,14 @@
+//! emseepea: an MCP server hosting sandboxed WebAssembly components as
+//! resource sources.
+//!
+//! The data path reads top to bottom: [`mcp`] (HTTP transport, JSON-RPC,
+//! sessions) → [`auth`] (the caller's [`auth::Principal`]) → the method →
+//! [`inventory`] (the pager, entry validation, sealed cursors) → [`runtime`]
+//! (budgeted guest calls). `runtime` knows nothing of MCP, `inventory`
+//! nothing of HTTP, and `mcp` never touches wasmtime types.
+
+pub mod auth;
+pub mod config;
+pub mod inventory;
+pub mod runtime;
+pub mod uri_template;

@@ -1,0 +1,10 @@
+//! Host bindings for the `emseepea:inventory` WIT package (`wit/inventory.wit`).
+wasmtime::component::bindgen!({
+    world: "inventory-source",
+    path: "../wit",
+    imports: { default: async | trappable },
+    exports: { default: async },
+    with: {
+        "emseepea:inventory/sqlite.connection": crate::runtime::capabilities::sqlite::Connection,
+    },
+});

@@ -1,0 +1,164 @@
+//! One budgeted guest call: a permit, a fresh `Store` + instance with fuel,
+//! a memory cap and a deadline, the call itself, and the classification of
+//! how it ended.
+//!
+//! The deadline is enforced twice: the epoch callback checks it at every
+//! tick while wasm runs (and yields to the executor, so the call's future can
+//! be dropped there), and a tokio timer covers time spent in host calls.
+//! Cancellation (`RequestScope::cancel`) and dropping the future both stop
+//! the guest at its next tick; a drop is logged by `CallLog`.
+
+use super::budget::{Budget, DeadlineTrap, GuestError, MemoryCapTrap};
+use super::host_state::{HostState, MemoryAccount};
+use super::loader::Source;
+use super::scope::RequestScope;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+use wasmtime::component::Instance;
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+/// Extra time the tokio timer grants beyond the budget's deadline, so that a
+/// guest running wasm is stopped by the epoch callback (with the precise
+/// reason) rather than by the timer.
+const TIMER_SLACK: Duration = Duration::from_millis(20);
+
+pub(crate) type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
+
+impl Source {
+    /// Run `f` against a fresh instance of this source under a budget.
+    pub(crate) async fn call<R, F>(&self, scope: &RequestScope, what: &'static str, f: F) -> Result<R, GuestError>
+    where
+        R: Send,
+        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
+    {
+        let budget = Budget::new(&self.budget, scope.deadline);
+        let mut log = CallLog { source: &self.definition.name, what, request_id: &scope.request_id, started: Instant::now(), done: false };
+        let run = self.run(budget, scope, f);
+        let result = tokio::select! {
+            biased;
+            _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
+            r = tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run) => {
+                r.unwrap_or(Err(GuestError::DeadlineExceeded))
+            }
+        };
+        log.finish(&result);
+        result
+    }
+
+    async fn run<R, F>(&self, budget: Budget, scope: &RequestScope, f: F) -> Result<R, GuestError>
+    where
+        R: Send,
+        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
+    {
+        // Wait for a pool slot; the outer timer bounds the wait by the deadline.
+        let _permit = self.runtime.permits.acquire().await.map_err(|_| GuestError::Cancelled)?;
+        if Instant::now() >= budget.deadline {
+            return Err(GuestError::DeadlineExceeded);
+        }
+        let (wasi, stdout, stderr) =
+            self.capabilities.wasi.build().map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
+        let state = HostState {
+            wasi,
+            table: wasmtime::component::ResourceTable::new(),
+            memory: MemoryAccount::new(budget.memory_bytes),
+            capabilities: self.capabilities.for_call(),
+            deadline: budget.deadline,
+            cancel: scope.cancel.clone(),
+        };
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|s| &mut s.memory);
+        store.set_fuel(budget.fuel).map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
+        let deadline = budget.deadline;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(wasmtime::Error::new(DeadlineTrap))
+            } else {
+                // Yield at every tick: this is where a dropped or cancelled
+                // call stops, and where the executor gets its thread back.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let result = match self.pre.instantiate_async(&mut store).await {
+            Ok(instance) => f(&mut store, &instance).await.map_err(|e| classify(e, &store, &budget)),
+            Err(e) => Err(match classify(e, &store, &budget) {
+                GuestError::Trap(msg) => GuestError::Instantiate(msg),
+                other => other,
+            }),
+        };
+        forward_output(&self.definition.name, &scope.request_id, "stdout", &stdout.contents());
+        forward_output(&self.definition.name, &scope.request_id, "stderr", &stderr.contents());
+        result
+    }
+}
+
+/// Turn a wasmtime error into the typed reason the call ended.
+fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> GuestError {
+    if store.data().memory.exceeded || err.downcast_ref::<MemoryCapTrap>().is_some() {
+        return GuestError::MemoryCap(budget.memory_bytes);
+    }
+    if err.downcast_ref::<DeadlineTrap>().is_some() {
+        return GuestError::DeadlineExceeded;
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => GuestError::FuelExhausted,
+        Some(Trap::StackOverflow) => GuestError::StackOverflow,
+        Some(Trap::Interrupt) => GuestError::DeadlineExceeded,
+        Some(trap) => GuestError::Trap(trap.to_string()),
+        None => GuestError::Trap(crate::config::one_line(&format!("{err:#}"))),
+    }
+}
+
+fn forward_output(source: &str, request_id: &str, stream: &str, bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        tracing::info!(target: "guest", source, request_id, stream, "{line}");
+    }
+}
+
+/// Logs how a call ended; when dropped before `finish` (the request's future
+/// was dropped: client disconnect, shutdown), logs the cancellation.
+struct CallLog<'a> {
+    source: &'a str,
+    what: &'static str,
+    request_id: &'a str,
+    started: Instant,
+    done: bool,
+}
+
+impl CallLog<'_> {
+    fn finish<R>(&mut self, result: &Result<R, GuestError>) {
+        self.done = true;
+        let elapsed_us = self.started.elapsed().as_micros() as u64;
+        match result {
+            Ok(_) => tracing::debug!(source = self.source, call = self.what, request_id = self.request_id, elapsed_us, "guest call ok"),
+            Err(GuestError::Source(failure)) => tracing::info!(
+                source = self.source, call = self.what, request_id = self.request_id, elapsed_us,
+                "guest call returned source-error: {failure:?}"
+            ),
+            Err(e) => tracing::warn!(
+                source = self.source, call = self.what, request_id = self.request_id, elapsed_us, reason = e.kind(),
+                "guest call failed: {e}"
+            ),
+        }
+    }
+}
+
+impl Drop for CallLog<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            tracing::warn!(
+                source = self.source,
+                call = self.what,
+                request_id = self.request_id,
+                elapsed_us = self.started.elapsed().as_micros() as u64,
+                reason = "cancelled",
+                "guest call cancelled: its future was dropped"
+            );
+        }
+    }
+}

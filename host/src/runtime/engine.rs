@@ -1,0 +1,108 @@
+//! The one wasmtime `Engine` of the process, its `Linker`, the epoch ticker
+//! and the permits that bound concurrent guest calls.
+
+use super::capabilities;
+use super::host_state::HostState;
+use crate::config::RuntimeConfig;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Instances reserved beyond `max_concurrent_calls` (startup `describe` calls,
+/// a call finishing while the next starts).
+const SPARE_INSTANCES: u32 = 8;
+
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<HostState>,
+    /// One permit per concurrently running guest call: the pool has exactly
+    /// this many slots (+ spares), so calls queue instead of failing.
+    pub(crate) permits: Arc<Semaphore>,
+    ticker: EpochTicker,
+}
+
+impl Runtime {
+    pub fn new(config: &RuntimeConfig) -> anyhow::Result<Self> {
+        let engine = build_engine(config)?;
+        let mut linker = Linker::new(&engine);
+        capabilities::add_to_linker(&mut linker).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let ticker = EpochTicker::start(engine.clone(), Duration::from_micros(config.epoch_tick_us));
+        Ok(Self {
+            engine,
+            linker,
+            permits: Arc::new(Semaphore::new(config.max_concurrent_calls as usize)),
+            ticker,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The epoch tick: the bound on how late a running guest notices its
+    /// deadline or the drop of its call.
+    pub fn tick(&self) -> Duration {
+        self.ticker.period
+    }
+}
+
+fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.consume_fuel(true);
+    config.epoch_interruption(true);
+    // Guests' native stack use is bounded; a runaway recursion traps with
+    // `StackOverflow` long before the async fiber stack (2 MiB) is at risk.
+    config.max_wasm_stack(512 * 1024);
+    let instances = rc.max_concurrent_calls + SPARE_INSTANCES;
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(instances)
+        .total_core_instances(instances * rc.max_core_instances_per_component.min(16))
+        .total_memories(instances * rc.max_memories_per_component.min(4))
+        .total_tables(instances * rc.max_tables_per_component.min(4))
+        .total_stacks(instances)
+        .max_core_instances_per_component(rc.max_core_instances_per_component)
+        .max_memories_per_component(rc.max_memories_per_component)
+        .max_tables_per_component(rc.max_tables_per_component)
+        .table_elements(rc.max_table_elements)
+        .max_memory_size(rc.max_memory_bytes as usize)
+        .max_core_instance_size(rc.max_core_instance_size)
+        .max_component_instance_size(rc.max_component_instance_size)
+        .linear_memory_keep_resident(rc.keep_resident_bytes as usize)
+        .table_keep_resident(64 * 1024);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config).map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))
+}
+
+/// Increments the engine's epoch every `period` on a dedicated thread; the
+/// thread ends when the ticker is dropped.
+struct EpochTicker {
+    period: Duration,
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine, period: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        std::thread::Builder::new()
+            .name("emseepea-epoch".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    std::thread::sleep(period);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self { period, stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

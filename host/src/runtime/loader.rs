@@ -1,0 +1,277 @@
+//! Loading sources: every `*.wasm` of the sources directory in file-name
+//! order (= registration order), each with an optional `NAME.toml` manifest.
+//! Anything wrong stops startup with one line naming the file and the reason.
+
+use super::bindings::emseepea::inventory::types::{CallContext, InventoryPage, ResourceContents, SourceError, Template};
+use super::bindings::exports::emseepea::inventory::{inventory, template};
+use super::budget::{GuestError, SourceFailure};
+use super::cache::{CacheOutcome, ComponentCache, sha256_hex};
+use super::capabilities::{ServerCapabilities, SourceCapabilities};
+use super::definition::SourceDefinition;
+use super::engine::Runtime;
+use super::host_state::HostState;
+use super::scope::RequestScope;
+use crate::config::{BudgetConfig, Config, STARTUP_CALL_DURATION_MS, SourceManifest, check_budget};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::InstancePre;
+
+/// A startup refusal: the file at fault and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {reason}", file.display())]
+pub struct LoadError {
+    pub file: PathBuf,
+    pub reason: String,
+}
+
+impl LoadError {
+    fn new(file: &Path, reason: impl Into<String>) -> Self {
+        Self { file: file.to_owned(), reason: reason.into() }
+    }
+}
+
+/// One loaded source: its component, definition, budget and grants.
+pub struct Source {
+    pub definition: SourceDefinition,
+    pub file: PathBuf,
+    pub wasm_sha256: String,
+    pub budget: BudgetConfig,
+    pub cache: CacheOutcome,
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) pre: InstancePre<HostState>,
+    pub(crate) capabilities: SourceCapabilities,
+    template: template::GuestIndices,
+    inventory: Option<inventory::GuestIndices>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source").field("name", &self.definition.name).field("file", &self.file).finish()
+    }
+}
+
+fn source_error(e: SourceError) -> GuestError {
+    GuestError::Source(match e {
+        SourceError::NotFound => SourceFailure::NotFound,
+        SourceError::Unavailable(m) => SourceFailure::Unavailable(m),
+        SourceError::Failed(m) => SourceFailure::Failed(m),
+    })
+}
+
+impl Source {
+    pub fn name(&self) -> &str {
+        &self.definition.name
+    }
+
+    /// Whether the component exports `inventory` (a `list` callback).
+    pub fn lists(&self) -> bool {
+        self.inventory.is_some()
+    }
+
+    async fn describe(&self, scope: &RequestScope) -> Result<Template, GuestError> {
+        let idx = self.template.clone();
+        self.call(scope, "describe", move |store, instance| {
+            Box::pin(async move {
+                let guest = idx.load(&mut *store, instance)?;
+                guest.call_describe(&mut *store).await
+            })
+        })
+        .await
+    }
+
+    /// Call the guest's `read`. The result is the guest's, unvalidated.
+    pub async fn read(
+        &self,
+        uri: &str,
+        context: CallContext,
+        scope: &RequestScope,
+    ) -> Result<Vec<ResourceContents>, GuestError> {
+        let idx = self.template.clone();
+        let uri = uri.to_owned();
+        self.call(scope, "read", move |store, instance| {
+            Box::pin(async move {
+                let guest = idx.load(&mut *store, instance)?;
+                guest.call_read(&mut *store, &uri, &context).await
+            })
+        })
+        .await?
+        .map_err(source_error)
+    }
+
+    /// Call the guest's `list`. The page is the guest's, unvalidated.
+    pub async fn list(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+        context: CallContext,
+        scope: &RequestScope,
+    ) -> Result<InventoryPage, GuestError> {
+        let Some(idx) = self.inventory.clone() else {
+            return Err(GuestError::InvalidResult("source does not export inventory".into()));
+        };
+        let after = after.map(str::to_owned);
+        self.call(scope, "list", move |store, instance| {
+            Box::pin(async move {
+                let guest = idx.load(&mut *store, instance)?;
+                guest.call_list(&mut *store, after.as_deref(), limit, &context).await
+            })
+        })
+        .await?
+        .map_err(source_error)
+    }
+}
+
+/// All sources, in registration order, plus a fingerprint of the set.
+pub struct SourceSet {
+    pub sources: Vec<Arc<Source>>,
+    /// SHA-256 over the names, order and content hashes: cursors are bound to
+    /// it, so any change of the registered sources invalidates them.
+    pub fingerprint: [u8; 32],
+}
+
+impl SourceSet {
+    /// Load every `*.wasm` of `config.sources_dir` in file-name order.
+    pub async fn load(runtime: Arc<Runtime>, config: &Config) -> Result<SourceSet, LoadError> {
+        let dir = &config.sources_dir;
+        let entries = std::fs::read_dir(dir).map_err(|e| LoadError::new(dir, format!("cannot read the sources directory: {e}")))?;
+        let mut files: Vec<PathBuf> = Vec::new();
+        let mut manifests: Vec<PathBuf> = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|e| LoadError::new(dir, e.to_string()))?.path();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("wasm") => files.push(path),
+                Some("toml") => manifests.push(path),
+                _ => {}
+            }
+        }
+        // Registration order is file-name order, compared as bytes.
+        files.sort_by(|a, b| a.file_name().unwrap().as_encoded_bytes().cmp(b.file_name().unwrap().as_encoded_bytes()));
+        for manifest in &manifests {
+            if !manifest.with_extension("wasm").is_file() {
+                return Err(LoadError::new(manifest, "manifest without a component (expected a .wasm beside it)"));
+            }
+        }
+        let cache = ComponentCache::new(&runtime.engine, config.state_dir.join("precompiled"));
+        let shared = ServerCapabilities::new(config);
+        let mut sources: Vec<Arc<Source>> = Vec::new();
+        for file in files {
+            let source = load_one(&runtime, config, &shared, &cache, &file).await?;
+            if let Some(other) = sources.iter().find(|s| s.name() == source.name()) {
+                return Err(LoadError::new(
+                    &file,
+                    format!("duplicate template name {:?} (already registered by {})", source.name(), other.file.display()),
+                ));
+            }
+            tracing::info!(
+                source = source.name(), file = %source.file.display(), cache = %source.cache,
+                lists = source.lists(), "source registered"
+            );
+            sources.push(Arc::new(source));
+        }
+        let fingerprint = fingerprint(&sources);
+        Ok(SourceSet { sources, fingerprint })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Source>> {
+        self.sources.iter().find(|s| s.name() == name)
+    }
+
+    pub fn any_lists(&self) -> bool {
+        self.sources.iter().any(|s| s.lists())
+    }
+}
+
+fn fingerprint(sources: &[Arc<Source>]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for s in sources {
+        h.update((s.name().len() as u32).to_be_bytes());
+        h.update(s.name().as_bytes());
+        h.update(s.wasm_sha256.as_bytes());
+    }
+    h.finalize().into()
+}
+
+async fn load_one(
+    runtime: &Arc<Runtime>,
+    config: &Config,
+    shared: &ServerCapabilities<'_>,
+    cache: &ComponentCache,
+    file: &Path,
+) -> Result<Source, LoadError> {
+    let manifest_path = file.with_extension("toml");
+    let manifest = if manifest_path.is_file() {
+        SourceManifest::load(&manifest_path).map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?
+    } else {
+        SourceManifest::default()
+    };
+    let budget = manifest.budget.apply(config.budget);
+    check_budget("budget", &budget, config.runtime.max_memory_bytes).map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
+    let capabilities = shared.grant(&manifest)
+        .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
+
+    let wasm = std::fs::read(file).map_err(|e| LoadError::new(file, format!("cannot read: {e}")))?;
+    let wasm_sha256 = sha256_hex(&wasm);
+    let engine = runtime.engine.clone();
+    let (component, outcome) = {
+        let cache_result = tokio::task::block_in_place(|| cache.load_or_compile(&engine, &wasm, &wasm_sha256));
+        cache_result.map_err(|e| LoadError::new(file, e))?
+    };
+    let pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
+        LoadError::new(file, format!("imports something the host does not provide: {}", crate::config::one_line(&format!("{e:#}"))))
+    })?;
+    let template = template::GuestIndices::new(&pre).map_err(|e| {
+        LoadError::new(
+            file,
+            format!(
+                "not an inventory source: it must export emseepea:inventory/template@0.1.0 (world resource-template or inventory-source): {}",
+                crate::config::one_line(&format!("{e:#}"))
+            ),
+        )
+    })?;
+    let exports_inventory = component.get_export_index(None, "emseepea:inventory/inventory@0.1.0").is_some();
+    let inventory = if exports_inventory {
+        Some(inventory::GuestIndices::new(&pre).map_err(|e| LoadError::new(file, format!("bad inventory export: {e:#}")))?)
+    } else {
+        None
+    };
+    let mut source = Source {
+        // Filled in from describe() below.
+        definition: placeholder_definition(),
+        file: file.to_owned(),
+        wasm_sha256,
+        budget,
+        cache: outcome,
+        runtime: runtime.clone(),
+        pre,
+        capabilities,
+        template,
+        inventory,
+    };
+    // Typed lookups happen at instantiation: a mismatched signature shows up
+    // in describe() as an error, reported as a wrong world.
+    let scope = RequestScope::new(Instant::now() + Duration::from_millis(STARTUP_CALL_DURATION_MS), "startup");
+    let described = source.describe(&scope).await.map_err(|e| match e {
+        GuestError::Trap(m) if m.contains("type mismatch") || m.contains("expected") => {
+            LoadError::new(file, format!("exports emseepea:inventory with the wrong signatures (wrong world or version?): {m}"))
+        }
+        e => LoadError::new(file, format!("describe() failed: {e}")),
+    })?;
+    source.definition = SourceDefinition::validate(described, source.lists())
+        .map_err(|e| LoadError::new(file, format!("bad definition: {e}")))?;
+    Ok(source)
+}
+
+fn placeholder_definition() -> SourceDefinition {
+    SourceDefinition {
+        name: String::new(),
+        uri_template: crate::uri_template::UriTemplate::parse("x:{x}").unwrap(),
+        title: None,
+        description: None,
+        mime_type: None,
+        access: super::definition::Access::Protected,
+        required_scopes: vec![],
+        discoverable: false,
+    }
+}

@@ -1,0 +1,38 @@
+//! The wasmtime side of the host: one [`Runtime`] (engine, linker, epoch
+//! ticker, call permits), [`Source`]s loaded from a directory, and budgeted
+//! guest calls. This module knows nothing of MCP or HTTP.
+//!
+//! Invariants:
+//! - every guest call runs in a fresh `Store` + instance: nothing a caller
+//!   leaves in guest memory is visible to the next call;
+//! - every guest call has fuel, a memory cap and a deadline; the future of a
+//!   call may be dropped at any await point, and the guest then never runs
+//!   again (it only runs while its future is polled);
+//! - guests get no ambient authority: no preopens, no environment, no
+//!   sockets, no stdin; stdout/stderr go to the host log tagged with the source.
+
+pub mod bindings;
+mod budget;
+mod cache;
+mod call;
+pub mod capabilities;
+mod definition;
+mod engine;
+mod host_state;
+mod loader;
+mod scope;
+
+pub use budget::{Budget, GuestError, SourceFailure};
+pub use cache::CacheOutcome;
+pub use definition::{Access, SourceDefinition};
+pub use engine::Runtime;
+pub use loader::{LoadError, Source, SourceSet};
+pub use scope::RequestScope;
+
+/// Plain data types of the WIT contract, as the other layers see them.
+pub mod types {
+    pub use super::bindings::emseepea::inventory::types::{
+        CallContext, InventoryEntry, InventoryPage, Principal, ResourceBody, ResourceContents,
+        ResourceMetadata,
+    };
+}
