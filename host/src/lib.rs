@@ -8,7 +8,11 @@
 //! nothing of HTTP, and `mcp` never touches wasmtime types.
 
 pub mod auth;
+pub mod check;
 pub mod config;
+pub mod http_client;
 pub mod inventory;
+pub mod mcp;
 pub mod runtime;
+pub mod server;
 pub mod uri_template;

@@ -1,6 +1,175 @@
-//! The OAuth resource server: bearer verification, the principal, the
-//! protected-resource metadata and challenges.
+//! The OAuth 2.1 resource server: bearer tokens are verified (never
+//! forwarded anywhere), turned into a [`Principal`], and missing or bad
+//! tokens are answered with RFC 6750 / RFC 9728 challenges.
+//!
+//! The host is never an authorization server. Which methods need a token is
+//! decided by the MCP layer (it knows the method); this module answers "who
+//! is this?" and "what do we tell a client that is not allowed?".
 
+mod cache;
+mod challenge;
+mod metadata;
 mod principal;
+pub mod verifier;
 
 pub use principal::{Principal, valid_subject};
+
+use crate::config::{AuthMode, Config};
+use cache::TokenCache;
+use http::HeaderMap;
+use verifier::{Verifier, VerifyError};
+
+/// Why a request's credentials were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("no bearer token")]
+    Missing,
+    /// A token in the URI query string: refused whatever its validity.
+    #[error("token in the query string")]
+    QueryToken,
+    #[error("malformed Authorization header")]
+    Malformed,
+    #[error("token longer than the configured maximum")]
+    TooLarge,
+    /// Bad signature, expired, wrong issuer or audience, bad subject, ...
+    /// The reason is for the log only.
+    #[error("invalid token: {0}")]
+    Invalid(String),
+    /// The verifier could not decide (JWKS or introspection endpoint down).
+    #[error("token verification unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub struct Auth {
+    mode: AuthMode,
+    verifier: Option<Verifier>,
+    cache: TokenCache,
+    /// This server's canonical resource URL: the audience tokens must carry.
+    pub resource: String,
+    /// URL of the protected-resource metadata document (path-suffixed form).
+    pub metadata_url: String,
+    metadata: Vec<u8>,
+    pub public_discovery: bool,
+    max_token_bytes: usize,
+}
+
+impl Auth {
+    /// `resource` is the canonical URL of the MCP endpoint (the token audience);
+    /// `scopes` the union of scopes templates and static resources require.
+    pub async fn new(config: &Config, resource: String, scopes: Vec<String>) -> anyhow::Result<Self> {
+        let a = &config.auth;
+        let verifier = match a.mode {
+            AuthMode::None => None,
+            _ => Some(Verifier::new(config, &resource).await?),
+        };
+        let authorization_servers = if a.authorization_servers.is_empty() && a.mode == AuthMode::Dev {
+            // Dev mode has no authorization server (tokens come from
+            // `emseepea token`); advertise the server's own origin.
+            vec![origin_of(&resource)]
+        } else {
+            a.authorization_servers.clone()
+        };
+        if a.mode != AuthMode::None && authorization_servers.is_empty() {
+            anyhow::bail!("{}: [auth] authorization_servers must list at least one server", config.file.display());
+        }
+        let metadata_url = metadata::url_for(&resource);
+        Ok(Self {
+            mode: a.mode,
+            verifier,
+            cache: TokenCache::new(a.cache_entries),
+            metadata: metadata::document(&resource, &authorization_servers, &scopes),
+            metadata_url,
+            resource,
+            public_discovery: a.public_discovery || a.mode == AuthMode::None,
+            max_token_bytes: a.max_token_bytes,
+        })
+    }
+
+    /// Whether tokens are verified at all.
+    pub fn enabled(&self) -> bool {
+        self.mode != AuthMode::None
+    }
+
+    /// The protected-resource metadata document (RFC 9728), if auth is on.
+    pub fn metadata(&self) -> Option<&[u8]> {
+        self.enabled().then_some(self.metadata.as_slice())
+    }
+
+    /// The caller of a request: `Ok(None)` when no token was presented.
+    pub async fn authenticate(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Option<Principal>, AuthError> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        // "Access tokens MUST NOT be included in the URI query string."
+        if query.is_some_and(has_query_token) {
+            return Err(AuthError::QueryToken);
+        }
+        let Some(value) = headers.get(http::header::AUTHORIZATION) else {
+            return Ok(None);
+        };
+        let value = value.to_str().map_err(|_| AuthError::Malformed)?;
+        let (scheme, token) = value.split_once(' ').ok_or(AuthError::Malformed)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(AuthError::Malformed);
+        }
+        let token = token.trim();
+        if token.len() > self.max_token_bytes {
+            return Err(AuthError::TooLarge);
+        }
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(AuthError::Malformed);
+        }
+        if let Some(p) = self.cache.get(token) {
+            return Ok(Some(p));
+        }
+        let verifier = self.verifier.as_ref().expect("enabled implies a verifier");
+        match verifier.verify(token).await {
+            Ok(v) => {
+                self.cache.insert(token, v.principal.clone(), v.expires_at);
+                Ok(Some(v.principal))
+            }
+            Err(VerifyError::Invalid(reason)) => Err(AuthError::Invalid(reason)),
+            Err(VerifyError::Unavailable(reason)) => Err(AuthError::Unavailable(reason)),
+        }
+    }
+
+    /// `WWW-Authenticate` for a 401 (or, for a query token, a 400).
+    pub fn challenge_unauthorized(&self, error: &AuthError, scopes: &[String]) -> String {
+        challenge::unauthorized(&self.metadata_url, error, scopes)
+    }
+
+    /// `WWW-Authenticate` for a 403: the token lacks `scopes`.
+    pub fn challenge_forbidden(&self, scopes: &[String]) -> String {
+        challenge::insufficient_scope(&self.metadata_url, scopes)
+    }
+}
+
+fn has_query_token(query: &str) -> bool {
+    query.split('&').any(|pair| {
+        let key = pair.split('=').next().unwrap_or("");
+        key.eq_ignore_ascii_case("access_token") || key.eq_ignore_ascii_case("token")
+    })
+}
+
+fn origin_of(url: &str) -> String {
+    match url.find("://") {
+        Some(i) => match url[i + 3..].find('/') {
+            Some(j) => url[..i + 3 + j].to_owned(),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_tokens_are_detected() {
+        assert!(has_query_token("access_token=abc"));
+        assert!(has_query_token("x=1&ACCESS_TOKEN=abc"));
+        assert!(!has_query_token("x=1"));
+        assert_eq!(origin_of("http://127.0.0.1:8787/mcp"), "http://127.0.0.1:8787");
+    }
+}

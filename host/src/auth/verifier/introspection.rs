@@ -1,0 +1,78 @@
+//! RFC 7662 token introspection against a configured endpoint, with client
+//! credentials (HTTP Basic). Active tokens are cached until their `exp` by
+//! the shared token cache; the audience must name this server.
+
+use super::{VerifyError, Verified, principal_from_claims};
+use crate::config::Config;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// Tokens without `exp` are re-introspected after this long.
+const DEFAULT_CACHE_S: u64 = 60;
+
+pub struct Introspector {
+    endpoint: String,
+    client_id: String,
+    client_secret: String,
+    timeout: Duration,
+    issuer: Option<String>,
+    audience: String,
+    subject_claim: String,
+    client: reqwest::Client,
+}
+
+impl Introspector {
+    pub fn new(config: &Config, resource: &str) -> anyhow::Result<Self> {
+        let c = config.auth.introspection.as_ref().expect("validated");
+        Ok(Self {
+            endpoint: c.endpoint.clone(),
+            client_id: c.client_id.clone(),
+            client_secret: c.client_secret.clone(),
+            timeout: Duration::from_millis(c.timeout_ms),
+            issuer: c.issuer.clone(),
+            audience: resource.to_owned(),
+            subject_claim: config.auth.subject_claim.clone(),
+            client: crate::http_client::client()?,
+        })
+    }
+
+    pub async fn verify(&self, token: &str) -> Result<Verified, VerifyError> {
+        let resp = self
+            .client
+            .post(&self.endpoint)
+            .basic_auth(&self.client_id, Some(&self.client_secret))
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .timeout(self.timeout)
+            .send()
+            .await
+            .map_err(|e| VerifyError::Unavailable(format!("introspection: {e}")))?;
+        if !resp.status().is_success() {
+            return Err(VerifyError::Unavailable(format!("introspection answered {}", resp.status())));
+        }
+        let claims: Map<String, Value> =
+            resp.json().await.map_err(|e| VerifyError::Unavailable(format!("introspection response: {e}")))?;
+        if claims.get("active") != Some(&Value::Bool(true)) {
+            return Err(VerifyError::Invalid("inactive token".into()));
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let exp = claims.get("exp").and_then(Value::as_u64);
+        if exp.is_some_and(|e| e <= now) {
+            return Err(VerifyError::Invalid("expired".into()));
+        }
+        if let Some(iss) = &self.issuer
+            && claims.get("iss").and_then(Value::as_str) != Some(iss)
+        {
+            return Err(VerifyError::Invalid("wrong issuer".into()));
+        }
+        let audience_ok = match claims.get("aud") {
+            Some(Value::String(a)) => a == &self.audience,
+            Some(Value::Array(a)) => a.iter().any(|v| v.as_str() == Some(&self.audience)),
+            _ => false,
+        };
+        if !audience_ok {
+            return Err(VerifyError::Invalid("audience does not name this server".into()));
+        }
+        let principal = principal_from_claims(&claims, &self.subject_claim, &self.audience)?;
+        Ok(Verified { principal, expires_at: exp.unwrap_or(now + DEFAULT_CACHE_S).min(now + 3600) })
+    }
+}

@@ -1,0 +1,81 @@
+//! The protocol versions we speak and what differs between them.
+
+/// A protocol version this server implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Version {
+    V2025_03_26,
+    V2025_06_18,
+    V2025_11_25,
+    V2026_07_28,
+}
+
+impl Version {
+    /// Every supported version, newest first (as sent in -32022's `data.supported`).
+    pub const ALL: [Version; 4] = [Version::V2026_07_28, Version::V2025_11_25, Version::V2025_06_18, Version::V2025_03_26];
+    /// The newest version with the `initialize` handshake.
+    pub const LATEST_LEGACY: Version = Version::V2025_11_25;
+
+    pub fn parse(s: &str) -> Option<Version> {
+        Some(match s {
+            "2025-03-26" => Version::V2025_03_26,
+            "2025-06-18" => Version::V2025_06_18,
+            "2025-11-25" => Version::V2025_11_25,
+            "2026-07-28" => Version::V2026_07_28,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V2025_03_26 => "2025-03-26",
+            Version::V2025_06_18 => "2025-06-18",
+            Version::V2025_11_25 => "2025-11-25",
+            Version::V2026_07_28 => "2026-07-28",
+        }
+    }
+
+    /// 2026-07-28 is stateless: no handshake, no sessions, metadata per request.
+    pub fn is_modern(self) -> bool {
+        self == Version::V2026_07_28
+    }
+
+    /// JSON-RPC batches exist only in 2025-03-26.
+    pub fn allows_batch(self) -> bool {
+        self == Version::V2025_03_26
+    }
+
+    /// Resource not found: -32002 (legacy) or -32602 with `data.uri` (2026-07-28).
+    pub fn resource_not_found_code(self) -> i32 {
+        if self.is_modern() { -32602 } else { -32002 }
+    }
+
+    /// The version answered to an `initialize` asking for `requested`: the same
+    /// when we support it with a handshake, else our newest handshake version.
+    pub fn negotiate(requested: &str) -> Version {
+        match Version::parse(requested) {
+            Some(v) if !v.is_modern() => v,
+            _ => Version::LATEST_LEGACY,
+        }
+    }
+
+    pub fn supported_strings() -> Vec<&'static str> {
+        Version::ALL.iter().map(|v| v.as_str()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(Version::negotiate("2025-06-18"), Version::V2025_06_18);
+        assert_eq!(Version::negotiate("2025-03-26"), Version::V2025_03_26);
+        assert_eq!(Version::negotiate("2024-11-05"), Version::V2025_11_25);
+        assert_eq!(Version::negotiate("2026-07-28"), Version::V2025_11_25);
+        assert_eq!(Version::negotiate("garbage"), Version::V2025_11_25);
+        for v in Version::ALL {
+            assert_eq!(Version::parse(v.as_str()), Some(v));
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Wiring and lifecycle: load everything the config names, bind, serve,
+//! and shut down gracefully on SIGINT/SIGTERM.
+
+use crate::auth::Auth;
+use crate::config::{AuthMode, Config};
+use crate::inventory::templates::template_listing;
+use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
+use crate::mcp::{App, session::Sessions, transport};
+use crate::runtime::{Access, Runtime, SourceSet};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// Everything loaded and validated, not yet listening.
+pub struct Loaded {
+    pub config: Config,
+    pub runtime: Arc<Runtime>,
+    pub sources: SourceSet,
+    pub statics: StaticResources,
+}
+
+/// Load and validate the config's sources and static resources. Any problem
+/// is one line naming the file and the reason.
+pub async fn load(config: Config) -> anyhow::Result<Loaded> {
+    let runtime = Arc::new(Runtime::new(&config.runtime)?);
+    let sources = SourceSet::load(runtime.clone(), &config).await?;
+    let statics = StaticResources::load(&config.resources).map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
+    let needs_auth = sources.any_lists()
+        || sources.sources.iter().any(|s| s.definition.access == Access::Protected)
+        || statics.items.iter().any(|s| s.access == Access::Protected);
+    if needs_auth && config.auth.mode == AuthMode::None {
+        anyhow::bail!(
+            "{}: protected templates, inventory sources or protected resources need authentication: set [auth] mode (\"dev\", \"jwt\" or \"introspection\")",
+            config.file.display()
+        );
+    }
+    Ok(Loaded { config, runtime, sources, statics })
+}
+
+/// The union of every scope a template or static resource requires.
+fn all_scopes(loaded: &Loaded) -> Vec<String> {
+    let mut scopes: Vec<String> = loaded
+        .sources
+        .sources
+        .iter()
+        .flat_map(|s| s.definition.required_scopes.iter().cloned())
+        .chain(loaded.statics.items.iter().flat_map(|s| s.required_scopes.iter().cloned()))
+        .collect();
+    scopes.sort();
+    scopes.dedup();
+    scopes
+}
+
+/// The canonical resource URL: configured, or derived from the bound address.
+pub fn resource_url(config: &Config, bound: SocketAddr) -> String {
+    config.auth.resource.clone().unwrap_or_else(|| format!("http://{bound}{}", config.http.endpoint))
+}
+
+fn origin_and_path(url: &str) -> (String, String) {
+    match url.find("://").and_then(|i| url[i + 3..].find('/').map(|j| i + 3 + j)) {
+        Some(p) => (url[..p].to_owned(), url[p..].to_owned()),
+        None => (url.to_owned(), String::new()),
+    }
+}
+
+pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App> {
+    let resource = resource_url(&loaded.config, bound);
+    let auth = Auth::new(&loaded.config, resource.clone(), all_scopes(&loaded)).await?;
+    if loaded.config.auth.mode == AuthMode::Dev {
+        tracing::warn!("auth mode \"dev\": tokens are minted by `emseepea token` with a local secret; never use this in production");
+    }
+    let keys = Arc::new(CursorKeys::new(Arc::new(SystemClock)));
+    let statics = Arc::new(loaded.statics);
+    let listing_sources: Vec<_> = loaded.sources.sources.iter().filter(|s| s.lists()).cloned().collect();
+    let pager = Pager::new(
+        statics.clone(),
+        listing_sources,
+        keys.clone(),
+        loaded.sources.fingerprint,
+        loaded.config.list_pagination.page_size,
+        loaded.config.page_byte_limit(),
+    );
+    let definitions: Vec<_> = loaded.sources.sources.iter().map(|s| &s.definition).collect();
+    let template_listing = template_listing(&definitions);
+    let (resource_origin, _) = origin_and_path(&resource);
+    let (_, metadata_path) = origin_and_path(&auth.metadata_url);
+    let http = &loaded.config.http;
+    let sessions = Sessions::new(http.max_sessions, Duration::from_secs(http.session_idle_timeout_s));
+    Ok(App {
+        loopback: bound.ip().is_loopback(),
+        resource_origin,
+        metadata_path,
+        sessions,
+        auth,
+        keys,
+        template_listing,
+        pager,
+        statics,
+        sources: loaded.sources,
+        config: loaded.config,
+    })
+}
+
+/// Serve until SIGINT/SIGTERM, then stop accepting, let in-flight requests
+/// finish within the grace period, and return.
+pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+    let addr = listen.unwrap_or(config.listen);
+    let loaded = load(config).await?;
+    let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr()?;
+    let app = Arc::new(build_app(loaded, bound).await?);
+    let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
+    println!("emseepea listening on http://{bound}{}", app.config.http.endpoint);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    tracing::info!(%bound, sources = app.sources.sources.len(), "serving");
+
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown_signal());
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let app = app.clone();
+                let service = service_fn(move |req| {
+                    let app = app.clone();
+                    async move { Ok::<_, std::convert::Infallible>(transport::handle(app, req).await) }
+                });
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(30))
+                    .serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                });
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tracing::info!("shutting down: no new connections; waiting up to {grace:?} for in-flight requests");
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = tokio::time::sleep(grace) => tracing::warn!("grace period over; dropping remaining requests"),
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
