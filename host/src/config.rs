@@ -71,8 +71,11 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Directory of `NAME.wasm` sources (+ optional `NAME.toml` manifests).
     pub sources_dir: PathBuf,
-    /// Where the precompile cache and the dev-mode secret live.
+    /// Where the dev-mode secret (and, by default, the precompile cache) live.
     pub state_dir: PathBuf,
+    /// The precompile cache; default `STATE_DIR/precompiled`. Servers may share one.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
     #[serde(default)]
     pub http: HttpConfig,
     #[serde(default)]
@@ -448,6 +451,10 @@ impl Config {
         let base = path.parent().unwrap_or(Path::new("."));
         config.sources_dir = base.join(&config.sources_dir);
         config.state_dir = base.join(&config.state_dir);
+        config.cache_dir = Some(match &config.cache_dir {
+            Some(dir) => base.join(dir),
+            None => config.state_dir.join("precompiled"),
+        });
         for resource in &mut config.resources {
             if let Some(file) = &resource.file {
                 resource.file = Some(base.join(file));

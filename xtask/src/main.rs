@@ -1,1 +1,334 @@
-fn main(){}
+//! `cargo xtask`: the project's chores as code.
+//!
+//! - `cargo xtask guests`  build every example guest from source into target/guests/
+//! - `cargo xtask clients` install the real MCP clients the end-to-end tests drive
+//! - `cargo xtask demo`    build, seed the demo databases, serve, print a token and a call
+//! - `cargo xtask test`    everything CI runs
+//! - `cargo xtask bench`   the benchmarks behind BENCHMARKS.md
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+fn run(cmd: &mut Command) -> Result {
+    eprintln!("xtask: {}", describe(cmd));
+    let status = cmd.status().map_err(|e| format!("{}: {e}", describe(cmd)))?;
+    if status.success() { Ok(()) } else { Err(format!("{} failed ({status})", describe(cmd))) }
+}
+
+fn output(cmd: &mut Command) -> Result<String> {
+    let out = cmd.output().map_err(|e| format!("{}: {e}", describe(cmd)))?;
+    if !out.status.success() {
+        return Err(format!("{} failed: {}", describe(cmd), String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("guests") => guests().map(|_| ()),
+        Some("clients") => clients(),
+        Some("demo") => demo(),
+        Some("test") => test(&args[1..]),
+        Some("bench") => bench(&args[1..]),
+        _ => Err("usage: cargo xtask <guests|clients|demo|test|bench>".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Install the wasm32-wasip2 target when this toolchain lacks it.
+fn ensure_wasm_target() -> Result {
+    let dir = root().join("guest-examples");
+    let installed = output(Command::new("rustup").current_dir(&dir).args(["target", "list", "--installed"]))?;
+    if !installed.lines().any(|l| l.trim() == "wasm32-wasip2") {
+        run(Command::new("rustup").current_dir(&dir).args(["target", "add", "wasm32-wasip2"]))?;
+    }
+    Ok(())
+}
+
+/// The example guests: (crate, output name, subdirectory of target/guests).
+const RUST_GUESTS: &[(&str, &str, &str)] = &[
+    ("catalog", "catalog", ""),
+    ("documents", "documents", ""),
+    ("conformance_fixture", "template-data", "conformance"),
+    ("hostile", "hostile", "hostile"),
+    ("hostile-wrong-world", "wrong-world", "hostile"),
+];
+
+fn copy_if_changed(from: &Path, to: &Path) -> Result {
+    let new = std::fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    if std::fs::read(to).ok().as_deref() != Some(&new[..]) {
+        std::fs::create_dir_all(to.parent().unwrap()).map_err(|e| e.to_string())?;
+        std::fs::write(to, new).map_err(|e| format!("{}: {e}", to.display()))?;
+    }
+    Ok(())
+}
+
+/// Build every guest into target/guests/; returns that directory.
+fn guests() -> Result<PathBuf> {
+    ensure_wasm_target()?;
+    let root = root();
+    let examples = root.join("guest-examples");
+    let out = root.join("target/guests");
+    // Run from guest-examples/ so its .cargo/config.toml (target, target-dir) applies.
+    run(cargo().current_dir(&examples).env_remove("CARGO_TARGET_DIR").args(["build", "--release", "--quiet"]))?;
+    let built = root.join("target/guest-build/wasm32-wasip2/release");
+    for (krate, name, sub) in RUST_GUESTS {
+        copy_if_changed(&built.join(format!("{krate}.wasm")), &out.join(sub).join(format!("{name}.wasm")))?;
+        let manifest = examples.join(krate.replace('_', "-")).join("manifest.toml");
+        if manifest.is_file() {
+            copy_if_changed(&manifest, &out.join(sub).join(format!("{name}.toml")))?;
+        }
+    }
+    python_guest(&out)?;
+    js_guest(&out)?;
+    eprintln!("xtask: guests are in {}", out.display());
+    Ok(out)
+}
+
+/// A hash of files' names and contents, to skip rebuilding unchanged guests.
+fn stamp_of(paths: &[PathBuf]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        collect_files(p, &mut files);
+    }
+    files.sort();
+    for f in files {
+        f.hash(&mut h);
+        std::fs::read(&f).unwrap_or_default().hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
+}
+
+fn collect_files(p: &Path, out: &mut Vec<PathBuf>) {
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            let path = e.path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "node_modules" || name == "__pycache__" || name.starts_with('.') {
+                continue;
+            }
+            collect_files(&path, out);
+        }
+    } else if p.is_file() {
+        out.push(p.to_owned());
+    }
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// A virtualenv under target/clients with exactly `requirements` installed.
+fn venv(name: &str, requirements: &Path) -> Result<PathBuf> {
+    let dir = root().join("target/clients").join(name);
+    let py = dir.join("bin/python");
+    let stamp_file = dir.join(".requirements-stamp");
+    let stamp = stamp_of(&[requirements.to_owned()]);
+    if py.is_file() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(py);
+    }
+    if !py.is_file() {
+        run(Command::new(python()).args(["-m", "venv"]).arg(&dir))?;
+    }
+    run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(requirements))?;
+    std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())?;
+    Ok(py)
+}
+
+/// `npm ci` in `dir` when its lockfile changed since the last install.
+fn npm_install(dir: &Path) -> Result {
+    let stamp_file = dir.join("node_modules/.xtask-stamp");
+    let stamp = stamp_of(&[dir.join("package.json"), dir.join("package-lock.json")]);
+    if std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(());
+    }
+    run(Command::new("npm").current_dir(dir).args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]))?;
+    std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
+}
+
+/// guest-examples/python-notes, built with componentize-py.
+fn python_guest(out: &Path) -> Result {
+    let root = root();
+    let src = root.join("guest-examples/python-notes");
+    if !src.is_dir() {
+        return Ok(());
+    }
+    let target = out.join("python-notes.wasm");
+    let stamp_file = out.join(".python-notes-stamp");
+    let stamp = stamp_of(&[src.clone(), root.join("wit")]);
+    if target.is_file() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(());
+    }
+    let py = venv("guest-tools", &src.join("requirements.txt"))?;
+    let bin = py.parent().unwrap().join("componentize-py");
+    run(Command::new(bin)
+        .current_dir(&src)
+        .args(["-d"])
+        .arg(root.join("wit"))
+        .args(["-w", "inventory-source", "componentize", "notes", "-o"])
+        .arg(&target))?;
+    copy_if_changed(&src.join("manifest.toml"), &out.join("python-notes.toml"))?;
+    std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
+}
+
+/// guest-examples/js-catalog, built with componentize-js.
+fn js_guest(out: &Path) -> Result {
+    let root = root();
+    let src = root.join("guest-examples/js-catalog");
+    if !src.is_dir() {
+        return Ok(());
+    }
+    let target = out.join("js-catalog.wasm");
+    let stamp_file = out.join(".js-catalog-stamp");
+    let stamp = stamp_of(&[src.join("catalog.js"), src.join("package-lock.json"), src.join("manifest.toml"), root.join("wit")]);
+    if target.is_file() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(());
+    }
+    npm_install(&src)?;
+    run(Command::new(src.join("node_modules/.bin/componentize-js"))
+        .current_dir(&src)
+        .arg("catalog.js")
+        .arg("--wit")
+        .arg(root.join("wit"))
+        .args(["-n", "inventory-source", "-d", "stdio", "random", "clocks", "http", "fetch-event", "-o"])
+        .arg(&target))?;
+    copy_if_changed(&src.join("manifest.toml"), &out.join("js-catalog.toml"))?;
+    std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
+}
+
+/// The real MCP clients the end-to-end tests run: the Python SDK (2.x and
+/// 1.x), and the TypeScript SDK plus the conformance suite (on Node 22 from npm).
+fn clients() -> Result {
+    let root = root();
+    let py = root.join("tests/clients/python");
+    venv("py-mcp2", &py.join("requirements-mcp2.txt"))?;
+    venv("py-mcp1", &py.join("requirements-mcp1.txt"))?;
+    npm_install(&root.join("tests/clients/node"))?;
+    Ok(())
+}
+
+/// Create `db` from SQL files (replacing any previous copy).
+fn sqlite_from(db: &Path, sql: &[PathBuf]) -> Result {
+    let _ = std::fs::remove_file(db);
+    std::fs::create_dir_all(db.parent().unwrap()).map_err(|e| e.to_string())?;
+    let conn = rusqlite::Connection::open(db).map_err(|e| e.to_string())?;
+    for f in sql {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        conn.execute_batch(&text).map_err(|e| format!("{}: {e}", f.display()))?;
+    }
+    Ok(())
+}
+
+fn demo() -> Result {
+    let root = root();
+    guests()?;
+    let demo_dir = root.join("target/demo");
+    let ex = root.join("guest-examples");
+    sqlite_from(&demo_dir.join("documents.sqlite"), &[ex.join("documents/sql/schema.sql"), ex.join("documents/sql/seed.sql")])?;
+    if ex.join("python-notes").is_dir() {
+        sqlite_from(&demo_dir.join("notes.sqlite"), &[ex.join("python-notes/sql/schema.sql"), ex.join("python-notes/sql/seed.sql")])?;
+    }
+    run(cargo().current_dir(&root).args(["build", "--quiet", "-p", "emseepea", "--bin", "emseepea"]))?;
+    let bin = root.join("target/debug/emseepea");
+    let config = ex.join("demo.toml");
+    let token = output(Command::new(&bin).args(["token", "--config"]).arg(&config).args([
+        "--sub",
+        "alice",
+        "--scope",
+        "catalog:read documents:read notes:read",
+        "--client-id",
+        "demo-client",
+        "--ttl",
+        "86400",
+    ]))?;
+    let token = token.trim();
+    let mut child = Command::new(&bin)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let url = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.starts_with("emseepea listening on ") => {
+                break line.trim_start_matches("emseepea listening on ").to_owned();
+            }
+            Some(Ok(_)) => continue,
+            _ => return Err("the server exited before it was ready (see the log above)".into()),
+        }
+    };
+    println!(
+        "\n\
+emseepea is serving the demo sources (catalog, documents, python-notes, js-catalog) at {url}\n\
+\n\
+A dev token for alice (catalog:read documents:read notes:read), valid 24 h:\n\
+\n  export TOKEN={token}\n\n\
+List alice's resources (2026-07-28, stateless; page with the returned nextCursor):\n\
+\n  curl -s {url} -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n\
+    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: resources/list' -H \"Authorization: Bearer $TOKEN\" \\\n\
+    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'\n\n\
+Read one of alice's documents:\n\
+\n  curl -s {url} -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n\
+    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: resources/read' -H 'Mcp-Name: learn://documents/a-001' \\\n\
+    -H \"Authorization: Bearer $TOKEN\" \\\n\
+    -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{{\"uri\":\"learn://documents/a-001\",\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'\n\n\
+More tokens: target/debug/emseepea token --config guest-examples/demo.toml --sub bob --scope documents:read\n\
+Stop with Ctrl-C.\n"
+    );
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if status.success() { Ok(()) } else { Err(format!("server exited with {status}")) }
+}
+
+fn has_nextest() -> bool {
+    cargo().args(["nextest", "--version"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn test(extra: &[String]) -> Result {
+    let root = root();
+    guests()?;
+    clients()?;
+    if has_nextest() {
+        run(cargo().current_dir(&root).args(["nextest", "run", "--workspace", "--no-fail-fast"]).args(extra))?;
+        // nextest does not run doctests.
+        run(cargo().current_dir(&root).args(["test", "--workspace", "--doc", "--quiet"]))?;
+    } else {
+        run(cargo().current_dir(&root).args(["test", "--workspace", "--no-fail-fast"]).args(extra))?;
+    }
+    Ok(())
+}
+
+fn bench(extra: &[String]) -> Result {
+    let root = root();
+    guests()?;
+    run(cargo().current_dir(&root).args(["bench", "-p", "emseepea"]).args(extra))
+}

@@ -1,1 +1,231 @@
+//! A configurable misbehaving source, for tests. One component, many
+//! behaviours: the manifest's `[config]` picks them.
+//!
+//! - `name`, `template` (URI template, default `hostile://{name}/{id}`),
+//!   `access` (`protected`|`public`), `discoverable` (`true`|`false`),
+//!   `scope` (default `hostile:read`): the definition `describe()` returns.
+//! - `mode`: what `list` and `read` do. Budget breakers: `loop`, `memory`,
+//!   `recurse`, `trap`, `spin` (busy-waits on the wall clock), `sleep`
+//!   (blocks in a host call). Bad pages: `too-many`, `has-more-empty`,
+//!   `key-empty`, `key-long`, `key-space`, `key-order`, `key-not-after`,
+//!   `uri-long`, `uri-mismatch`, `uri-duplicate`, `name-long`, `mime-long`,
+//!   `source-error`, `big-entry`. Others: `ok` (a valid 3-entry source),
+//!   `context` (read returns its whole call context), `count` (valid; `items`
+//!   entries, `limit` echoed in names so tests can see what was asked).
+//! - `denials`: read tries every ambient authority it must not have
+//!   (environment, stdin, files, sockets, an ungranted database) and reports.
+//!
+//! Every message it produces contains `HOSTILE-SECRET`, so tests can assert
+//! that no guest text reaches a client.
 
+wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
+
+use emseepea::inventory::config;
+use emseepea::inventory::types::{
+    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents, ResourceMetadata,
+    SourceError, Template,
+};
+use exports::emseepea::inventory::{inventory, template};
+
+struct Hostile;
+
+fn cfg(key: &str, default: &str) -> String {
+    config::get(key).unwrap_or_else(|| default.to_string())
+}
+
+fn name() -> String {
+    cfg("name", "hostile")
+}
+
+fn uri(id: &str) -> String {
+    format!("hostile://{}/{id}", name())
+}
+
+fn entry(key: &str, id: &str) -> InventoryEntry {
+    InventoryEntry {
+        key: key.into(),
+        resource: ResourceMetadata { uri: uri(id), name: format!("Entry {id}"), mime_type: Some("text/plain".into()) },
+    }
+}
+
+#[inline(never)]
+#[allow(unconditional_recursion)]
+fn recurse(depth: u64, pad: &mut [u8; 64]) -> u64 {
+    pad[(depth % 64) as usize] = depth as u8;
+    let mut next = *pad;
+    recurse(depth + 1, &mut next) + u64::from(next[0])
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// Budget-breaking behaviours shared by list and read; returns only for other modes.
+fn misbehave(mode: &str, context: &CallContext) {
+    match mode {
+        "loop" => {
+            let mut x: u64 = 0;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+        "memory" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                let mut chunk = vec![0u8; 1 << 20];
+                chunk[0] = 1;
+                chunk[(1 << 20) - 1] = 1;
+                hoard.push(std::hint::black_box(chunk));
+            }
+        }
+        "recurse" => {
+            let mut pad = [0u8; 64];
+            std::hint::black_box(recurse(0, &mut pad));
+        }
+        "trap" => core::arch::wasm32::unreachable(),
+        "spin" => {
+            // Busy-wait well past the deadline we were given.
+            let until = context.deadline_ms + 60_000;
+            while wall_ms() < until {
+                std::hint::spin_loop();
+            }
+        }
+        "sleep" => std::thread::sleep(std::time::Duration::from_secs(600)),
+        _ => {}
+    }
+}
+
+impl template::Guest for Hostile {
+    fn describe() -> Template {
+        let access = if cfg("access", "protected") == "public" { Access::Public } else { Access::Protected };
+        Template {
+            name: name(),
+            uri_template: cfg("template", &format!("hostile://{}/{{id}}", name())),
+            title: Some("Hostile source".into()),
+            description: Some("Misbehaves on purpose (tests only)".into()),
+            mime_type: Some("text/plain".into()),
+            required_scopes: if access == Access::Public { vec![] } else { vec![cfg("scope", "hostile:read")] },
+            access,
+            discoverable: cfg("discoverable", "true") == "true",
+        }
+    }
+
+    fn read(uri: String, context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
+        let mode = cfg("mode", "ok");
+        misbehave(&mode, &context);
+        let text = match mode.as_str() {
+            "source-error" => return Err(SourceError::Failed("HOSTILE-SECRET backend exploded at db-7".into())),
+            "context" => {
+                let p = context.principal.as_ref();
+                format!(
+                    "{{\"principal\":{},\"deadlineMs\":{}}}",
+                    match p {
+                        None => "null".to_string(),
+                        Some(p) => format!(
+                            "{{\"subject\":{},\"clientId\":{:?},\"scopes\":{:?},\"audience\":{}}}",
+                            p.subject.as_ref().map_or("null".into(), |s| format!("{s:?}")),
+                            p.client_id,
+                            p.scopes,
+                            p.audience.as_ref().map_or("null".into(), |s| format!("{s:?}")),
+                        ),
+                    },
+                    context.deadline_ms
+                )
+            }
+            "denials" => denials(),
+            _ => format!("Contents of {uri}"),
+        };
+        Ok(vec![ResourceContents { uri, mime_type: Some("text/plain".into()), body: ResourceBody::Text(text) }])
+    }
+}
+
+/// Try every authority a source must not have; report what happened.
+fn denials() -> String {
+    let mut report = Vec::new();
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    report.push(format!("env={}", env.len()));
+    let mut line = String::new();
+    let stdin = std::io::stdin().read_line(&mut line);
+    report.push(format!("stdin={}", match stdin {
+        Ok(0) => "eof".to_string(),
+        Ok(n) => format!("read {n}"),
+        Err(_) => "error".to_string(),
+    }));
+    for path in ["/etc/passwd", "/", ".", "/tmp"] {
+        report.push(format!("file {path}={}", if std::fs::read_dir(path).is_ok() || std::fs::read(path).is_ok() { "open" } else { "denied" }));
+    }
+    let tcp = std::net::TcpStream::connect("127.0.0.1:1");
+    report.push(format!("tcp={}", if tcp.is_ok() { "open" } else { "denied" }));
+    let db = emseepea::inventory::sqlite::Connection::open(&cfg("database", "documents"));
+    report.push(format!("sqlite={}", match db {
+        Ok(_) => "open".to_string(),
+        Err(e) => format!("{e:?}"),
+    }));
+    report.join("\n")
+}
+
+impl inventory::Guest for Hostile {
+    fn list(after: Option<String>, limit: u32, context: CallContext) -> Result<InventoryPage, SourceError> {
+        let mode = cfg("mode", "ok");
+        misbehave(&mode, &context);
+        let limit = limit as usize;
+        let page = |entries: Vec<InventoryEntry>, has_more: bool| Ok(InventoryPage { entries, has_more });
+        match mode.as_str() {
+            "too-many" => page((0..=limit).map(|i| entry(&format!("k{i:04}"), &format!("{i}"))).collect(), false),
+            "has-more-empty" => page(vec![], true),
+            "key-empty" => page(vec![entry("", "1")], false),
+            "key-long" => page(vec![entry(&"k".repeat(257), "1")], false),
+            "key-space" => page(vec![entry("HOSTILE-SECRET key", "1")], false),
+            "key-order" => page(vec![entry("k2", "2"), entry("k1", "1")], false),
+            "key-not-after" => match after {
+                None => page(vec![entry("k1", "1")], true),
+                Some(a) => page(vec![entry(&a, "again")], false),
+            },
+            "uri-long" => page(vec![entry("k1", &"x".repeat(2100))], false),
+            "uri-mismatch" => {
+                let mut e = entry("k1", "1");
+                e.resource.uri = "other://HOSTILE-SECRET/1".into();
+                page(vec![e], false)
+            }
+            "uri-duplicate" => page(vec![entry("k1", "1"), entry("k2", "1")], false),
+            "name-long" => {
+                let mut e = entry("k1", "1");
+                e.resource.name = format!("HOSTILE-SECRET{}", "n".repeat(600));
+                page(vec![e], false)
+            }
+            "mime-long" => {
+                let mut e = entry("k1", "1");
+                e.resource.mime_type = Some(format!("text/HOSTILE-SECRET{}", "m".repeat(200)));
+                page(vec![e], false)
+            }
+            "source-error" => Err(SourceError::Unavailable("HOSTILE-SECRET connection refused to 10.0.0.7".into())),
+            "big-entry" => {
+                // Valid, but its name is as long as names may be (512).
+                let mut e = entry("k1", "1");
+                e.resource.name = "b".repeat(512);
+                page(vec![e], false)
+            }
+            "count" => {
+                let items: u64 = cfg("items", "10").parse().unwrap_or(10);
+                let first = after.map(|a| a[1..].parse::<u64>().unwrap() + 1).unwrap_or(0);
+                let end = (first + limit as u64).min(items);
+                let entries = (first..end)
+                    .map(|i| {
+                        let mut e = entry(&format!("k{i:06}"), &format!("{i}"));
+                        e.resource.name = format!("Entry {i} (limit {limit})");
+                        e
+                    })
+                    .collect();
+                page(entries, end < items)
+            }
+            _ => {
+                let all = [entry("k1", "1"), entry("k2", "2"), entry("k3", "3")];
+                let rest: Vec<_> = all.into_iter().filter(|e| after.as_deref().is_none_or(|a| e.key.as_str() > a)).collect();
+                let has_more = rest.len() > limit;
+                page(rest.into_iter().take(limit).collect(), has_more)
+            }
+        }
+    }
+}
+
+export!(Hostile);

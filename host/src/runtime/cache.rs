@@ -74,7 +74,8 @@ impl ComponentCache {
             }
             outcome = CacheOutcome::Rebuilt;
         }
-        let compiled = engine.precompile_component(wasm).map_err(|e| describe_compile_error(&e))?;
+        check_component_header(wasm)?;
+        let compiled = engine.precompile_component(wasm).map_err(|e| format!("does not compile: {}", crate::config::one_line(&format!("{e:#}"))))?;
         if let Err(e) = self.store(&path, &compiled) {
             tracing::warn!(path = %path.display(), "could not write the precompile cache: {e}");
         }
@@ -104,12 +105,16 @@ fn verified_payload(file: &[u8]) -> Option<&[u8]> {
     (Sha256::digest(payload).as_slice() == digest).then_some(payload)
 }
 
-fn describe_compile_error(e: &wasmtime::Error) -> String {
-    let text = format!("{e:#}");
-    if text.contains("expected a WebAssembly component") || text.contains("magic header") || text.contains("unknown binary version") {
-        format!("not a WebAssembly component ({})", crate::config::one_line(&text))
-    } else {
-        format!("does not compile: {}", crate::config::one_line(&text))
+/// Refuse anything but a component before handing it to the compiler, with
+/// a reason a guest author can act on.
+fn check_component_header(wasm: &[u8]) -> Result<(), String> {
+    const COMPONENT: [u8; 8] = *b"\0asm\x0d\0\x01\0";
+    const CORE: [u8; 8] = *b"\0asm\x01\0\0\0";
+    match wasm.get(..8) {
+        Some(h) if h == COMPONENT => Ok(()),
+        Some(h) if h == CORE => Err("not a WebAssembly component: it is a core module (build for wasm32-wasip2, or wrap it with `wasm-tools component new`)".into()),
+        Some(h) if h.starts_with(b"\0asm") => Err("not a WebAssembly component: unknown binary version".into()),
+        _ => Err("not a WebAssembly component: no WebAssembly header".into()),
     }
 }
 

@@ -152,7 +152,7 @@ impl SourceSet {
                 return Err(LoadError::new(manifest, "manifest without a component (expected a .wasm beside it)"));
             }
         }
-        let cache = ComponentCache::new(&runtime.engine, config.state_dir.join("precompiled"));
+        let cache = ComponentCache::new(&runtime.engine, config.cache_dir.clone().unwrap_or_else(|| config.state_dir.join("precompiled")));
         let shared = ServerCapabilities::new(config);
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
