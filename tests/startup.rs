@@ -30,8 +30,6 @@ fn a_component_of_the_wrong_world_is_refused() {
 #[test]
 fn list_on_a_public_template_is_refused() {
     let p = server().hostile("pub", "ok", "[config]\naccess = \"public\"").prepare();
-    // The manifest above has two [config] tables; write a clean one.
-    std::fs::write(p.dir.path().join("sources/pub.toml"), "[config]\nname = \"pub\"\naccess = \"public\"\n").unwrap();
     refused(p, "pub.wasm", "public");
 }
 

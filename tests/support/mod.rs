@@ -53,9 +53,15 @@ impl ServerBuilder {
         self
     }
 
-    /// A hostile source named `stem` with `mode` and extra manifest lines.
+    /// A hostile source named `stem` with `mode`; `extra` is more manifest
+    /// TOML (a `[config]` table in it is merged with name and mode).
     pub fn hostile(self, stem: &str, mode: &str, extra: &str) -> Self {
-        let manifest = format!("{extra}\n[config]\nname = \"{stem}\"\nmode = \"{mode}\"\n");
+        let ours = format!("name = \"{stem}\"\nmode = \"{mode}\"\n");
+        let manifest = if extra.contains("[config]") {
+            extra.replacen("[config]", &format!("[config]\n{ours}"), 1)
+        } else {
+            format!("{extra}\n[config]\n{ours}")
+        };
         self.source(stem, "hostile/hostile", &manifest)
     }
 

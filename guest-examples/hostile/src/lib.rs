@@ -200,8 +200,11 @@ impl inventory::Guest for Hostile {
             }
             "source-error" => Err(SourceError::Unavailable("HOSTILE-SECRET connection refused to 10.0.0.7".into())),
             "big-entry" => {
-                // Valid, but its name is as long as names may be (512).
+                // Valid, but as long as an entry may be: a 2,048-character
+                // URI and a 512-character name.
                 let mut e = entry("k1", "1");
+                let id_len = 2048 - uri("").len();
+                e.resource.uri = uri(&"i".repeat(id_len));
                 e.resource.name = "b".repeat(512);
                 page(vec![e], false)
             }

@@ -323,3 +323,219 @@ impl<S: InventorySource> Pager<S> {
         if ok { Ok(p) } else { Err(ListError::InvalidCursor(CursorError::Plaintext)) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::cursor::tests::TestClock;
+    use crate::inventory::statics::StaticResource;
+    use crate::runtime::types::{InventoryEntry, ResourceMetadata};
+    use proptest::prelude::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicU64;
+
+    /// An in-memory source that records every `list` call.
+    struct MemorySource {
+        name: String,
+        template: UriTemplate,
+        scopes: Vec<String>,
+        /// (key, id, name), sorted by key.
+        records: Mutex<Vec<(String, String, String)>>,
+        calls: Arc<Mutex<Vec<(String, u32, usize)>>>,
+    }
+
+    impl InventorySource for MemorySource {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn template(&self) -> &UriTemplate {
+            &self.template
+        }
+        fn access(&self) -> Access {
+            Access::Protected
+        }
+        fn required_scopes(&self) -> &[String] {
+            &self.scopes
+        }
+        async fn list(&self, after: Option<&str>, limit: u32, _c: CallContext, _s: &RequestScope) -> Result<InventoryPage, GuestError> {
+            let records = self.records.lock().unwrap();
+            let rest: Vec<_> = records.iter().filter(|(k, _, _)| after.is_none_or(|a| k.as_str() > a)).collect();
+            let entries: Vec<InventoryEntry> = rest
+                .iter()
+                .take(limit as usize)
+                .map(|(k, id, n)| InventoryEntry {
+                    key: k.clone(),
+                    resource: ResourceMetadata { uri: format!("mem://{}/{id}", self.name), name: n.clone(), mime_type: None },
+                })
+                .collect();
+            self.calls.lock().unwrap().push((self.name.clone(), limit, entries.len()));
+            Ok(InventoryPage { has_more: rest.len() > entries.len(), entries })
+        }
+    }
+
+    fn source(name: &str, scope: &str, records: Vec<(String, String, String)>, calls: &Arc<Mutex<Vec<(String, u32, usize)>>>) -> MemorySource {
+        MemorySource {
+            name: name.into(),
+            template: UriTemplate::parse(&format!("mem://{name}/{{id}}")).unwrap(),
+            scopes: vec![scope.into()],
+            records: Mutex::new(records),
+            calls: calls.clone(),
+        }
+    }
+
+    fn statics(n: usize, protected_every: usize) -> StaticResources {
+        StaticResources {
+            items: (0..n)
+                .map(|i| {
+                    let protected = protected_every > 0 && i % protected_every == 0;
+                    StaticResource {
+                        uri: format!("static://{i}"),
+                        mime_type: None,
+                        access: if protected { Access::Protected } else { Access::Public },
+                        required_scopes: if protected { vec!["b".into()] } else { vec![] },
+                        content: crate::inventory::statics::StaticContent::Text(String::new()),
+                        listing: format!(r#"{{"uri":"static://{i}","name":"s{i}"}}"#).into_bytes(),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn scope() -> RequestScope {
+        RequestScope::new(std::time::Instant::now() + std::time::Duration::from_secs(60), "test")
+    }
+
+    fn uri_of(entry: &[u8]) -> String {
+        let v: serde_json::Value = serde_json::from_slice(entry).unwrap();
+        v["uri"].as_str().unwrap().to_owned()
+    }
+
+    /// Records with unique keys (sorted) and names of varied length.
+    fn records() -> impl Strategy<Value = Vec<(String, String, String)>> {
+        proptest::collection::btree_map("[!-~]{1,12}", 0usize..120, 0..40).prop_map(|m| {
+            m.into_iter()
+                .enumerate()
+                .map(|(i, (k, name_len))| (k, format!("r{i}"), "n".repeat(name_len)))
+                .collect()
+        })
+    }
+
+    const ENVELOPE: usize = 120;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// The cursor loop returns every eligible entry exactly once, in order
+        /// (static, then sources in registration order, keys ascending); no
+        /// page exceeds its count or byte bound; a guest is never asked for
+        /// more than the page's remaining slots; inaccessible sources are
+        /// never called.
+        #[test]
+        fn the_cursor_loop_sees_everything_once(
+            sources in proptest::collection::vec((records(), prop_oneof![Just("a"), Just("b"), Just("c")]), 0..4),
+            n_statics in 0usize..8,
+            protected_every in 0usize..3,
+            page_size in 1u32..=100,
+            extra_bytes in 0usize..3000,
+            caller_scopes in proptest::sample::subsequence(vec!["a", "b"], 0..=2),
+        ) {
+            let calls = Arc::new(Mutex::new(Vec::new()));
+            let mem: Vec<MemorySource> = sources.iter().enumerate()
+                .map(|(i, (r, s))| source(&format!("src{i}"), s, r.clone(), &calls)).collect();
+            let statics = Arc::new(statics(n_statics, protected_every));
+            // Room for the largest entry plus the longest cursor, plus some.
+            let byte_limit = ENVELOPE + 250 + 16 + CursorKeys::encoded_len(&Position::Source { index: 0, after: Some("k".repeat(12)) }) + extra_bytes;
+            let clock = Arc::new(TestClock(AtomicU64::new(1_000_000)));
+            let keys = Arc::new(CursorKeys::new(clock));
+            let pager = Pager::new(statics.clone(), mem, keys, [1; 32], page_size, byte_limit);
+            let principal = Principal::new(Some("alice".into()), "app".into(), caller_scopes.iter().map(|s| s.to_string()).collect(), None);
+            let accessible: Vec<bool> = sources.iter().map(|(_, s)| principal.has_scope(s)).collect();
+
+            let mut expected: Vec<String> = statics.items.iter()
+                .filter(|s| s.access == Access::Public || principal.has_scope("b"))
+                .map(|s| s.uri.clone()).collect();
+            for (i, (r, _)) in sources.iter().enumerate() {
+                if accessible[i] {
+                    expected.extend(r.iter().map(|(_, id, _)| format!("mem://src{i}/{id}")));
+                }
+            }
+
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let scope = scope();
+            let mut cursor: Option<String> = None;
+            let mut seen: Vec<String> = Vec::new();
+            let mut pages = 0;
+            loop {
+                let before = calls.lock().unwrap().len();
+                let result = rt.block_on(pager.page(PageRequest { principal: Some(&principal), cursor: cursor.as_deref(), envelope_bytes: ENVELOPE, scope: &scope }));
+                if !sources.is_empty() && !accessible.iter().any(|a| *a) {
+                    let no_access = matches!(result, Err(ListError::NoAccessibleSource { .. }));
+                    prop_assert!(no_access);
+                    prop_assert_eq!(calls.lock().unwrap().len(), 0);
+                    return Ok(());
+                }
+                let page = result.unwrap();
+                pages += 1;
+                prop_assert!(pages < 10_000, "no progress");
+                prop_assert!(page.entries.len() <= page_size as usize);
+                let bytes = ENVELOPE + page.entries.iter().map(|e| e.len()).sum::<usize>() + page.entries.len().saturating_sub(1)
+                    + page.next_cursor.as_ref().map_or(0, |c| c.len() + CURSOR_FIELD_BYTES);
+                prop_assert!(bytes <= byte_limit, "page of {} bytes over {}", bytes, byte_limit);
+                // Every guest call asked for exactly the slots left at that point.
+                let statics_on_page = page.entries.iter().filter(|e| uri_of(e).starts_with("static://")).count();
+                let mut emitted = statics_on_page;
+                for (_, limit, returned) in calls.lock().unwrap()[before..].iter() {
+                    prop_assert_eq!(*limit as usize, page_size as usize - emitted);
+                    emitted += returned;
+                }
+                seen.extend(page.entries.iter().map(|e| uri_of(e)));
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            prop_assert_eq!(&seen, &expected);
+            for (name, _, _) in calls.lock().unwrap().iter() {
+                let i: usize = name[3..].parse().unwrap();
+                prop_assert!(accessible[i], "an inaccessible source was called");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn one_entry_that_cannot_fit_is_an_error_and_a_partial_page_ends_before_it() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let records = vec![
+            ("k1".to_string(), "1".to_string(), "small".to_string()),
+            ("k2".to_string(), "2".to_string(), "x".repeat(400)),
+            ("k3".to_string(), "3".to_string(), "small".to_string()),
+        ];
+        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(1_000_000)))));
+        let principal = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
+        // Room for a small entry and a cursor, not for the big one.
+        let limit = ENVELOPE + 60 + 16 + CursorKeys::encoded_len(&Position::Source { index: 0, after: Some("k1".into()) }) + 40;
+        let pager = Pager::new(Arc::new(StaticResources::default()), vec![source("src0", "a", records, &calls)], keys, [1; 32], 10, limit);
+        let scope = scope();
+        let page = pager.page(PageRequest { principal: Some(&principal), cursor: None, envelope_bytes: ENVELOPE, scope: &scope }).await.unwrap();
+        assert_eq!(page.entries.len(), 1, "the page ends before the entry that would break the byte bound");
+        let next = page.next_cursor.expect("the cursor points at the last entry emitted");
+        let err = pager.page(PageRequest { principal: Some(&principal), cursor: Some(&next), envelope_bytes: ENVELOPE, scope: &scope }).await.unwrap_err();
+        assert!(matches!(err, ListError::EntryTooLarge { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn cursors_are_bound_to_the_caller() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let records: Vec<_> = (0..5).map(|i| (format!("k{i}"), format!("{i}"), "n".into())).collect();
+        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(1_000_000)))));
+        let pager = Pager::new(Arc::new(StaticResources::default()), vec![source("src0", "a", records, &calls)], keys, [1; 32], 2, 100_000);
+        let alice = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
+        let bob = Principal::new(Some("bob".into()), "app".into(), vec!["a".into()], None);
+        let scope = scope();
+        let page = pager.page(PageRequest { principal: Some(&alice), cursor: None, envelope_bytes: 10, scope: &scope }).await.unwrap();
+        let c = page.next_cursor.unwrap();
+        let err = pager.page(PageRequest { principal: Some(&bob), cursor: Some(&c), envelope_bytes: 10, scope: &scope }).await.unwrap_err();
+        assert!(matches!(err, ListError::InvalidCursor(_)));
+        assert!(pager.page(PageRequest { principal: Some(&alice), cursor: Some(&c), envelope_bytes: 10, scope: &scope }).await.is_ok());
+    }
+}
