@@ -404,3 +404,55 @@ pub fn assert_generic_internal_error(a: &Answer, secrets: &[&str]) {
         assert!(!body.contains(s), "response leaks {s:?}: {body}");
     }
 }
+
+/// A tiny HTTP server for tests standing in for an authorization server
+/// (JWKS, introspection) or an outbound backend: answers every request with
+/// `responder(method, path, headers, body)` and counts requests.
+pub struct FakeHttp {
+    pub url: String,
+    pub hits: Arc<std::sync::atomic::AtomicUsize>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+pub type Responder = Arc<dyn Fn(&str, &str, &http::HeaderMap, &[u8]) -> (u16, String) + Send + Sync>;
+
+impl FakeHttp {
+    /// Must run inside a multi-threaded tokio runtime (the server under test
+    /// may call it while the test thread blocks).
+    pub async fn start(responder: Responder) -> FakeHttp {
+        use http_body_util::BodyExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let hits2 = hits.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { return };
+                let responder = responder.clone();
+                let hits = hits2.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let responder = responder.clone();
+                        let hits = hits.clone();
+                        async move {
+                            hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let (parts, body) = req.into_parts();
+                            let body = body.collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
+                            let (status, text) = responder(parts.method.as_str(), parts.uri.path(), &parts.headers, &body);
+                            let mut resp = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(text)));
+                            *resp.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                            resp.headers_mut().insert("content-type", http::HeaderValue::from_static("application/json"));
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        FakeHttp { url, hits, _task: task }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
