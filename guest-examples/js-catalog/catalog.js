@@ -1,0 +1,61 @@
+// js-catalog: the catalog source in JavaScript (built with componentize-js).
+// A deterministic catalog of N items (manifest config `items`, default 500):
+// `list` computes only the requested slice, keys are zero-padded so string
+// order is numeric order.
+import { get } from 'emseepea:inventory/config@0.1.0';
+
+const NAME = 'js-catalog';
+const PREFIX = 'jscat://items/';
+const WIDTH = 10;
+
+function items() {
+  const n = Number.parseInt(get('items') ?? '500', 10);
+  return Number.isFinite(n) && n >= 0 ? n : 500;
+}
+
+function key(n) {
+  return String(n).padStart(WIDTH, '0');
+}
+
+export const template = {
+  describe() {
+    return {
+      name: NAME,
+      uriTemplate: `${PREFIX}{id}`,
+      title: 'JavaScript catalog',
+      description: `A deterministic catalog of ${items()} items, served by a JavaScript guest`,
+      mimeType: 'text/plain',
+      access: 'protected',
+      requiredScopes: [get('scope') ?? 'catalog:read'],
+      discoverable: true,
+    };
+  },
+
+  read(uri, _context) {
+    const id = uri.startsWith(PREFIX) ? uri.slice(PREFIX.length) : '';
+    const n = /^[0-9]{10}$/.test(id) ? Number.parseInt(id, 10) : 0;
+    if (n < 1 || n > items()) {
+      throw { tag: 'not-found' };
+    }
+    return [{ uri, mimeType: 'text/plain', body: { tag: 'text', val: `Item ${n} of the JavaScript catalog.\n` } }];
+  },
+};
+
+export const inventory = {
+  list(after, limit, _context) {
+    const total = items();
+    let first = 1;
+    if (after !== undefined) {
+      if (!/^[0-9]{10}$/.test(after)) {
+        throw { tag: 'failed', val: `not a catalog key: ${after}` };
+      }
+      first = Number.parseInt(after, 10) + 1;
+    }
+    const end = Math.min(first + limit, total + 1);
+    const entries = [];
+    for (let n = first; n < end; n++) {
+      entries.push({ key: key(n), resource: { uri: `${PREFIX}${key(n)}`, name: `JS item ${n}`, mimeType: 'text/plain' } });
+    }
+    return { entries, hasMore: end <= total };
+  },
+};
