@@ -133,6 +133,14 @@ impl template::Guest for Hostile {
                 )
             }
             "denials" => denials(),
+            "fetch" => fetch(&cfg("url", "http://127.0.0.1:1/")).unwrap_or_else(|e| format!("fetch failed: {e}")),
+            "readfile" => {
+                let path = cfg("path", "/assets/hello.txt");
+                let read = std::fs::read_to_string(&path).map_err(|e| e.kind().to_string());
+                let write = std::fs::write(format!("{path}.new"), b"x").map_err(|e| e.kind().to_string());
+                format!("read={read:?}\nwrite={write:?}")
+            }
+            "sql" => sql(),
             _ => format!("Contents of {uri}"),
         };
         Ok(vec![ResourceContents { uri, mime_type: Some("text/plain".into()), body: ResourceBody::Text(text) }])
@@ -162,6 +170,50 @@ fn denials() -> String {
         Err(e) => format!("{e:?}"),
     }));
     report.join("\n")
+}
+
+/// GET `url` through wasi:http/outgoing-handler; "STATUS BODY" or an error.
+fn fetch(url: &str) -> Result<String, String> {
+    use wasi::http::outgoing_handler;
+    use wasi::http::types::{Fields, OutgoingRequest, Scheme};
+    let (scheme, rest) = url.split_once("://").ok_or("bad url")?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let request = OutgoingRequest::new(Fields::new());
+    request.set_scheme(Some(&if scheme == "https" { Scheme::Https } else { Scheme::Http })).map_err(|_| "scheme")?;
+    request.set_authority(Some(authority)).map_err(|_| "authority")?;
+    request.set_path_with_query(Some(path)).map_err(|_| "path")?;
+    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    pending.subscribe().block();
+    let response = pending.get().ok_or("no response")?.map_err(|_| "taken")?.map_err(|e| format!("{e:?}"))?;
+    let status = response.status();
+    let body = response.consume().map_err(|_| "body")?;
+    let stream = body.stream().map_err(|_| "stream")?;
+    let mut bytes = Vec::new();
+    loop {
+        match stream.blocking_read(65536) {
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(wasi::io::streams::StreamError::Closed) => break,
+            Err(e) => return Err(format!("body: {e:?}")),
+        }
+    }
+    Ok(format!("{status} {}", String::from_utf8_lossy(&bytes)))
+}
+
+/// Run the manifest's `sql` on the granted `database`; report rows or the error.
+fn sql() -> String {
+    use emseepea::inventory::sqlite::Connection;
+    let conn = match Connection::open(&cfg("database", "documents")) {
+        Ok(c) => c,
+        Err(e) => return format!("open: {e:?}"),
+    };
+    let max_rows: u32 = cfg("max_rows", "1000").parse().unwrap_or(1000);
+    match conn.query(&cfg("sql", "SELECT 1"), &[], max_rows) {
+        Ok(rows) => format!("rows={}", rows.rows.len()),
+        Err(e) => format!("query: {e:?}"),
+    }
 }
 
 impl inventory::Guest for Hostile {

@@ -33,7 +33,7 @@ impl Source {
         F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
     {
         let budget = Budget::new(&self.budget, scope.deadline);
-        let mut log = CallLog { source: &self.definition.name, what, request_id: &scope.request_id, started: Instant::now(), done: false };
+        let mut log = CallLog { source: &self.log_name, what, request_id: &scope.request_id, started: Instant::now(), done: false };
         let run = self.run(budget, scope, f);
         let result = tokio::select! {
             biased;
@@ -62,7 +62,7 @@ impl Source {
             wasi,
             table: wasmtime::component::ResourceTable::new(),
             memory: MemoryAccount::new(budget.memory_bytes),
-            capabilities: self.capabilities.for_call(),
+            capabilities: self.capabilities.for_call(&self.log_name, budget.deadline),
             deadline: budget.deadline,
             cancel: scope.cancel.clone(),
         };
@@ -87,8 +87,8 @@ impl Source {
                 other => other,
             }),
         };
-        forward_output(&self.definition.name, &scope.request_id, "stdout", &stdout.contents());
-        forward_output(&self.definition.name, &scope.request_id, "stderr", &stderr.contents());
+        forward_output(&self.log_name, &scope.request_id, "stdout", &stdout.contents());
+        forward_output(&self.log_name, &scope.request_id, "stderr", &stderr.contents());
         result
     }
 }

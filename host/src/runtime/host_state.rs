@@ -19,6 +19,13 @@ pub struct HostState {
     pub(crate) cancel: CancellationToken,
 }
 
+impl wasmtime_wasi_http::WasiHttpView for HostState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        let CallCapabilities { http_ctx, egress, .. } = &mut self.capabilities;
+        wasmtime_wasi_http::WasiHttpCtxView { ctx: http_ctx, table: &mut self.table, hooks: egress }
+    }
+}
+
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }

@@ -34,6 +34,8 @@ impl LoadError {
 /// One loaded source: its component, definition, budget and grants.
 pub struct Source {
     pub definition: SourceDefinition,
+    /// The name in logs: the template name, or the file stem before describe().
+    pub(crate) log_name: Arc<str>,
     pub file: PathBuf,
     pub wasm_sha256: String,
     pub budget: BudgetConfig,
@@ -236,9 +238,11 @@ async fn load_one(
     } else {
         None
     };
+    let stem: Arc<str> = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default().into();
     let mut source = Source {
         // Filled in from describe() below.
         definition: placeholder_definition(),
+        log_name: stem,
         file: file.to_owned(),
         wasm_sha256,
         budget,
@@ -260,6 +264,7 @@ async fn load_one(
     })?;
     source.definition = SourceDefinition::validate(described, source.lists())
         .map_err(|e| LoadError::new(file, format!("bad definition: {e}")))?;
+    source.log_name = source.definition.name.as_str().into();
     Ok(source)
 }
 

@@ -4,6 +4,7 @@
 //! and its host implementation. Nothing is reachable without a grant.
 
 pub mod config;
+pub mod http;
 pub mod sqlite;
 pub mod wasi;
 
@@ -17,6 +18,7 @@ pub struct SourceCapabilities {
     pub config: config::ConfigValues,
     pub sqlite: sqlite::SqliteGrants,
     pub wasi: wasi::WasiGrants,
+    pub http: http::HttpGrants,
 }
 
 /// What the server config defines for capabilities, built once and shared
@@ -38,6 +40,7 @@ impl<'a> ServerCapabilities<'a> {
             config: config::ConfigValues::new(manifest.config.clone()),
             sqlite: sqlite::SqliteGrants::resolve(&self.databases, &manifest.grants.databases)?,
             wasi: wasi::WasiGrants::resolve(self.config, &manifest.grants.directories)?,
+            http: http::HttpGrants::resolve(&manifest.grants.http, manifest.grants.http_limits)?,
         })
     }
 }
@@ -45,8 +48,13 @@ impl<'a> ServerCapabilities<'a> {
 impl SourceCapabilities {
 
     /// Per-call state, made fresh for every guest call.
-    pub fn for_call(&self) -> CallCapabilities {
-        CallCapabilities { config: self.config.clone(), sqlite: sqlite::SqliteCall::new(self.sqlite.clone()) }
+    pub fn for_call(&self, source: &std::sync::Arc<str>, deadline: std::time::Instant) -> CallCapabilities {
+        CallCapabilities {
+            config: self.config.clone(),
+            sqlite: sqlite::SqliteCall::new(self.sqlite.clone()),
+            http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            egress: http::EgressHooks { grants: self.http.clone(), deadline, source: source.clone() },
+        }
     }
 }
 
@@ -54,12 +62,15 @@ impl SourceCapabilities {
 pub struct CallCapabilities {
     pub config: config::ConfigValues,
     pub sqlite: sqlite::SqliteCall,
+    pub http_ctx: wasmtime_wasi_http::WasiHttpCtx,
+    pub egress: http::EgressHooks,
 }
 
 /// Link every host-implemented interface. Which databases or directories a
 /// call can reach is decided per call from its source's grants.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     super::bindings::emseepea::inventory::config::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
     super::bindings::emseepea::inventory::sqlite::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
     Ok(())
