@@ -322,3 +322,15 @@ async fn paging_across_ten_thousand_rows_reaches_every_row_once() {
     assert_eq!(uris.iter().collect::<HashSet<_>>().len(), 9_000);
     assert_eq!(pages, 180);
 }
+
+/// The README's minimal guest, built from guest-examples/minimal.
+#[tokio::test]
+async fn the_readme_example_guest_works() {
+    let s = server().source("minimal", "examples/minimal", "").start();
+    let alice = s.token(Some("alice"), "minimal:read");
+    let bob = s.token(Some("bob"), "minimal:read");
+    assert_eq!(traverse(&s, &alice).await.0, ["minimal://records/k1", "minimal://records/k2"]);
+    assert_eq!(traverse(&s, &bob).await.0, ["minimal://records/k3"]);
+    let nf = modern(&s.url, Some(&bob), json!(1), "resources/read", json!({"uri":"minimal://records/k1"})).await.json();
+    assert_eq!(nf["error"]["code"], -32602);
+}

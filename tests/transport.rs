@@ -184,6 +184,7 @@ async fn malformed_input() {
         let a = post(&s.url, &[], body(bad.clone())).await;
         assert_eq!(a.status, 400, "{bad}");
         assert_eq!(a.json()["error"]["code"], -32600, "{bad}");
+        assert!(a.json()["error"]["message"].as_str().unwrap().starts_with("Invalid Request"), "{bad}");
     }
     let a = post(&s.url, &[("content-type", "text/plain")], body(json!({"jsonrpc":"2.0","id":1,"method":"ping"}))).await;
     assert_eq!(a.status, 415);

@@ -7,6 +7,12 @@
 //! (budgeted guest calls). `runtime` knows nothing of MCP, `inventory`
 //! nothing of HTTP, and `mcp` never touches wasmtime types.
 
+/// Every guest call lifts dozens of small strings into the host and drops
+/// them again; mimalloc makes that about a fifth cheaper than glibc's
+/// allocator and scales across threads (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod auth;
 pub mod check;
 pub mod config;

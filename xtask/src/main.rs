@@ -75,6 +75,7 @@ fn ensure_wasm_target() -> Result {
 const RUST_GUESTS: &[(&str, &str, &str)] = &[
     ("catalog", "catalog", ""),
     ("documents", "documents", ""),
+    ("minimal", "minimal", "examples"),
     ("conformance_fixture", "template-data", "conformance"),
     ("hostile", "hostile", "hostile"),
     ("hostile-wrong-world", "wrong-world", "hostile"),

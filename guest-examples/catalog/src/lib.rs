@@ -16,7 +16,6 @@ use emseepea::inventory::types::{
     ResourceMetadata, SourceError, Template,
 };
 use exports::emseepea::inventory::{inventory, template};
-use std::fmt::Write;
 
 /// Width of the zero-padded key: enough for 10^10 - 1 items.
 const KEY_WIDTH: usize = 10;
@@ -31,8 +30,31 @@ fn items() -> u64 {
     config::get("items").and_then(|v| v.parse().ok()).unwrap_or(1000)
 }
 
+/// The zero-padded key, without core::fmt (this runs 50 times per page).
 fn key_of(n: u64) -> String {
-    format!("{n:0KEY_WIDTH$}")
+    let mut digits = [b'0'; KEY_WIDTH];
+    let mut v = n;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    String::from_utf8(digits.to_vec()).expect("ASCII digits")
+}
+
+/// `n` in decimal, appended to `out`.
+fn decimal(n: u64, out: &mut String) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
 }
 
 impl template::Guest for Catalog {
@@ -79,14 +101,18 @@ impl inventory::Guest for Catalog {
                 + 1,
         };
         let end = first.saturating_add(u64::from(limit)).min(total + 1);
-        let name = name();
+        let prefix = format!("catalog://{}/items/", name());
         let mut entries = Vec::with_capacity(end.saturating_sub(first) as usize);
         for n in first..end {
             let key = key_of(n);
-            let mut uri = String::with_capacity(name.len() + 28);
-            let _ = write!(uri, "catalog://{name}/items/{key}");
+            let mut uri = String::with_capacity(prefix.len() + KEY_WIDTH);
+            uri.push_str(&prefix);
+            uri.push_str(&key);
+            let mut title = String::with_capacity(16);
+            title.push_str("Item ");
+            decimal(n, &mut title);
             entries.push(InventoryEntry {
-                resource: ResourceMetadata { uri, name: format!("Item {n}"), mime_type: Some("text/plain".into()) },
+                resource: ResourceMetadata { uri, name: title, mime_type: Some(String::from("text/plain")) },
                 key,
             });
         }

@@ -67,7 +67,10 @@ pub struct Invalid {
 struct Envelope<'a> {
     #[serde(borrow)]
     jsonrpc: Option<&'a RawValue>,
-    #[serde(borrow)]
+    /// `Some` whenever the member is present, even as `null` (which plain
+    /// `Option` would read as absent, turning an invalid request into a
+    /// notification).
+    #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     method: Option<serde_json::Value>,
     params: Option<Box<RawValue>>,
@@ -75,6 +78,10 @@ struct Envelope<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow)]
     error: Option<&'a RawValue>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// Classify one JSON object as a JSON-RPC message.

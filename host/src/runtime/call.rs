@@ -87,6 +87,9 @@ impl Source {
                 other => other,
             }),
         };
+        let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        self.last_fuel_used.store(fuel_used, std::sync::atomic::Ordering::Relaxed);
+        self.last_memory_bytes.store(store.data().memory.used(), std::sync::atomic::Ordering::Relaxed);
         forward_output(&self.log_name, &scope.request_id, "stdout", &stdout.contents());
         forward_output(&self.log_name, &scope.request_id, "stderr", &stderr.contents());
         result

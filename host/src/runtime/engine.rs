@@ -57,6 +57,11 @@ fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
     // Guests' native stack use is bounded; a runaway recursion traps with
     // `StackOverflow` long before the async fiber stack (2 MiB) is at risk.
     config.max_wasm_stack(512 * 1024);
+    // Every call instantiates afresh, so initial memory must come from a
+    // copy-on-write image, never from copying data segments. Interpreters
+    // (CPython, SpiderMonkey) have large, sparse pre-initialized heaps that
+    // the default 16 MiB would leave to per-call copying.
+    config.memory_guaranteed_dense_image_size(rc.max_memory_bytes);
     let instances = rc.max_concurrent_calls + SPARE_INSTANCES;
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
@@ -72,6 +77,9 @@ fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
         .max_core_instance_size(rc.max_core_instance_size)
         .max_component_instance_size(rc.max_component_instance_size)
         .linear_memory_keep_resident(rc.keep_resident_bytes as usize)
+        // On Linux >= 6.7, reset only the pages a call dirtied (measured 3x
+        // slower under gVisor, where the ioctl is missing: opt-in).
+        .pagemap_scan(if rc.pagemap_scan { wasmtime::Enabled::Auto } else { wasmtime::Enabled::No })
         .table_keep_resident(64 * 1024);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&config).map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))

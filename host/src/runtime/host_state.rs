@@ -58,6 +58,10 @@ impl MemoryAccount {
         Ok(())
     }
 
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
     pub fn remaining(&self) -> u64 {
         self.cap.saturating_sub(self.used)
     }

@@ -45,6 +45,10 @@ pub struct Source {
     pub(crate) capabilities: SourceCapabilities,
     template: template::GuestIndices,
     inventory: Option<inventory::GuestIndices>,
+    /// Fuel and memory (linear memories + host buffers) of the last finished
+    /// call, for benchmarks and capacity planning.
+    pub last_fuel_used: std::sync::atomic::AtomicU64,
+    pub last_memory_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Source {
@@ -252,6 +256,8 @@ async fn load_one(
         capabilities,
         template,
         inventory,
+        last_fuel_used: Default::default(),
+        last_memory_bytes: Default::default(),
     };
     // Typed lookups happen at instantiation: a mismatched signature shows up
     // in describe() as an error, reported as a wrong world.
