@@ -30,7 +30,7 @@ fn main() {
         principal: Some(Principal { subject: Some("alice".into()), client_id: "c".into(), scopes: vec!["catalog:read".into()], audience: None }),
         deadline_ms: 0,
     };
-    for tasks in [1usize, 2, 4] {
+    for tasks in [1usize, 2, 4, 64] {
         let start = Instant::now();
         rt.block_on(async {
             let mut hs = Vec::new();

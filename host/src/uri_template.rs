@@ -17,6 +17,7 @@ use std::fmt;
 pub struct UriTemplate {
     source: String,
     parts: Vec<Part>,
+    nfa: Nfa,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,7 +125,8 @@ impl UriTemplate {
         if !literal.is_empty() {
             parts.push(Part::Literal(literal));
         }
-        Ok(UriTemplate { source: source.to_owned(), parts })
+        let nfa = Nfa::build(&parts);
+        Ok(UriTemplate { source: source.to_owned(), parts, nfa })
     }
 
     pub fn as_str(&self) -> &str {
@@ -136,66 +138,152 @@ impl UriTemplate {
         self.parts.iter().filter(|p| matches!(p, Part::Expression { .. })).count()
     }
 
-    /// Whether some expansion of the template is exactly `uri`.
+    /// Whether some expansion of the template is exactly `uri`: one pass
+    /// over the URI with a bitset of NFA states (no backtracking, no
+    /// allocation beyond two small bitsets).
     pub fn matches(&self, uri: &str) -> bool {
-        // NFA states: (part index, offset in part). For an expression the
-        // offset is 0 = nothing consumed yet, 1 = prefix/first char consumed.
-        let n = self.parts.len();
-        let mut current = vec![false; (n + 1) * 2];
-        let mut next = vec![false; (n + 1) * 2];
-        // Literal offsets need more than two slots; track them separately.
-        let lit_len: Vec<usize> = self.parts.iter().map(|p| if let Part::Literal(l) = p { l.len() } else { 0 }).collect();
-        let mut lit_pos: Vec<Vec<bool>> = lit_len.iter().map(|l| vec![false; l + 1]).collect();
-        let mut lit_next: Vec<Vec<bool>> = lit_pos.clone();
+        let nfa = &self.nfa;
+        // Most templates start with a literal (`scheme://authority/path/`):
+        // compare it directly and run the NFA from the first expression.
+        let Some(rest) = uri.as_bytes().strip_prefix(&nfa.prefix[..]) else {
+            return false;
+        };
+        let start = nfa.prefix.len();
+        if nfa.words == 1 {
+            return nfa.run_small(start, rest);
+        }
+        nfa.run(start, rest)
+    }
+}
 
-        fn close(parts: &[Part], current: &mut [bool], lit_pos: &mut [Vec<bool>]) {
-            // Epsilon moves: a finished part enters the next part.
-            for idx in 0..parts.len() {
-                let done = match &parts[idx] {
-                    Part::Literal(l) => lit_pos[idx][l.len()],
-                    Part::Expression { op, .. } => current[idx * 2 + 1] || (!op.needs_content() && current[idx * 2]),
-                };
-                if done {
-                    match parts.get(idx + 1) {
-                        Some(Part::Literal(_)) => lit_pos[idx + 1][0] = true,
-                        Some(Part::Expression { .. }) => current[(idx + 1) * 2] = true,
-                        None => current[parts.len() * 2] = true,
+/// The template compiled to an NFA: one state per literal byte, two per
+/// expression (nothing consumed yet / inside), and an accepting state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Nfa {
+    /// The template's leading literal (its states come first).
+    prefix: Vec<u8>,
+    /// `closure` as single words, when every set fits in one.
+    closure_small: Vec<u64>,
+    states: Vec<NfaState>,
+    /// For each state (and the accepting one), the states reachable without
+    /// consuming input, as a bitset.
+    closure: Vec<Vec<u64>>,
+    words: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NfaState {
+    /// Expects this byte, then goes to `next`.
+    Literal { byte: u8, next: usize },
+    /// An expression's start: consumes its prefix (or first character).
+    Entry { op: Op, inside: usize },
+    /// Inside an expression: consumes more of its characters.
+    Inside { op: Op },
+}
+
+impl Nfa {
+    fn build(parts: &[Part]) -> Nfa {
+        let mut states = Vec::new();
+        let mut entries = Vec::new();
+        for part in parts {
+            entries.push(states.len());
+            match part {
+                Part::Literal(bytes) => {
+                    for &b in bytes {
+                        let next = states.len() + 1;
+                        states.push(NfaState::Literal { byte: b, next });
                     }
+                }
+                Part::Expression { op, .. } => {
+                    let inside = states.len() + 1;
+                    states.push(NfaState::Entry { op: *op, inside });
+                    states.push(NfaState::Inside { op: *op });
                 }
             }
         }
-
-        match self.parts.first() {
-            Some(Part::Literal(_)) => lit_pos[0][0] = true,
-            Some(Part::Expression { .. }) => current[0] = true,
-            None => current[n * 2] = true,
-        }
-        close(&self.parts, &mut current, &mut lit_pos);
-        for &b in uri.as_bytes() {
-            next.iter_mut().for_each(|s| *s = false);
-            lit_next.iter_mut().for_each(|v| v.iter_mut().for_each(|s| *s = false));
-            let mut any = false;
-            for (idx, part) in self.parts.iter().enumerate() {
-                match part {
-                    Part::Literal(l) => {
-                        for off in 0..l.len() {
-                            if lit_pos[idx][off] && l[off] == b {
-                                lit_next[idx][off + 1] = true;
-                                any = true;
-                            }
+        let accept = states.len();
+        let words = (accept + 1).div_ceil(64);
+        let mut closure = vec![vec![0u64; words]; accept + 1];
+        let set = |c: &mut Vec<u64>, i: usize| c[i / 64] |= 1 << (i % 64);
+        set(&mut closure[accept], accept);
+        // Backwards, so a part's closure can include the next part's entry.
+        for (j, part) in parts.iter().enumerate().rev() {
+            let entry = entries[j];
+            let after = entries.get(j + 1).copied().unwrap_or(accept);
+            let after_closure = closure[after].clone();
+            match part {
+                Part::Literal(bytes) => {
+                    for i in 0..bytes.len() {
+                        set(&mut closure[entry + i], entry + i);
+                    }
+                }
+                Part::Expression { op, .. } => {
+                    // Inside: may stop here and go on with the next part.
+                    let mut inside = after_closure.clone();
+                    set(&mut inside, entry + 1);
+                    closure[entry + 1] = inside;
+                    let mut start = vec![0u64; words];
+                    set(&mut start, entry);
+                    if !op.needs_content() {
+                        for (s, a) in start.iter_mut().zip(&after_closure) {
+                            *s |= a;
                         }
                     }
-                    Part::Expression { op, .. } => {
-                        let start = current[idx * 2];
-                        let inside = current[idx * 2 + 1];
-                        let enters = match op.prefix() {
-                            Some(p) => start && b == p,
-                            None => start && op.allows(b),
-                        };
-                        if enters || (inside && (op.allows(b) || op.prefix() == Some(b))) {
-                            next[idx * 2 + 1] = true;
-                            any = true;
+                    closure[entry] = start;
+                }
+            }
+        }
+        let prefix = match parts.first() {
+            Some(Part::Literal(bytes)) => bytes.clone(),
+            _ => Vec::new(),
+        };
+        let closure_small = if words == 1 { closure.iter().map(|c| c[0]).collect() } else { Vec::new() };
+        Nfa { prefix, closure_small, states, closure, words }
+    }
+
+    fn accepts(&self, set: &[u64]) -> bool {
+        let accept = self.states.len();
+        set[accept / 64] & (1 << (accept % 64)) != 0
+    }
+
+    /// Up to 63 states: the state set is one machine word.
+    fn run_small(&self, start: usize, input: &[u8]) -> bool {
+        let closure = &self.closure_small;
+        let mut current = closure[start];
+        for &b in input {
+            let mut next = 0u64;
+            let mut bits = current;
+            while bits != 0 {
+                let s = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(t) = self.step(s, b) {
+                    next |= closure[t];
+                }
+            }
+            if next == 0 {
+                return false;
+            }
+            current = next;
+        }
+        self.accepts(&[current])
+    }
+
+    fn run(&self, start: usize, input: &[u8]) -> bool {
+        let mut current = self.closure[start].clone();
+        let mut next = vec![0u64; self.words];
+        for &b in input {
+            next.iter_mut().for_each(|w| *w = 0);
+            let mut any = false;
+            for (wi, &word) in current.iter().enumerate() {
+                let mut bits = word;
+                while bits != 0 {
+                    let s = wi * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Some(t) = self.step(s, b) {
+                        for (n, c) in next.iter_mut().zip(&self.closure[t]) {
+                            *n |= c;
                         }
+                        any = true;
                     }
                 }
             }
@@ -203,10 +291,22 @@ impl UriTemplate {
                 return false;
             }
             std::mem::swap(&mut current, &mut next);
-            std::mem::swap(&mut lit_pos, &mut lit_next);
-            close(&self.parts, &mut current, &mut lit_pos);
         }
-        current[n * 2]
+        self.accepts(&current)
+    }
+
+    fn step(&self, state: usize, b: u8) -> Option<usize> {
+        match *self.states.get(state)? {
+            NfaState::Literal { byte, next } => (byte == b).then_some(next),
+            NfaState::Entry { op, inside } => {
+                let ok = match op.prefix() {
+                    Some(p) => b == p,
+                    None => op.allows(b),
+                };
+                ok.then_some(inside)
+            }
+            NfaState::Inside { op } => (op.allows(b) || op.prefix() == Some(b)).then_some(state),
+        }
     }
 }
 
@@ -299,6 +399,42 @@ mod tests {
         assert!(UriTemplate::parse("x://{a:12}").is_ok());
         assert!(UriTemplate::parse("x://{a*}").is_ok());
         assert_eq!(t("x://{a}/{b}").expression_count(), 2);
+    }
+
+    /// The obvious backtracking matcher, as a reference for the NFA.
+    fn reference(parts: &[Part], uri: &[u8]) -> bool {
+        match parts.first() {
+            None => uri.is_empty(),
+            Some(Part::Literal(l)) => uri.starts_with(l) && reference(&parts[1..], &uri[l.len()..]),
+            Some(Part::Expression { op, .. }) => {
+                if !op.needs_content() && reference(&parts[1..], uri) {
+                    return true;
+                }
+                let body = match op.prefix() {
+                    Some(p) if uri.first() == Some(&p) => 1,
+                    Some(_) => return false,
+                    None => 0,
+                };
+                let mut end = body;
+                while end < uri.len() && (op.allows(uri[end]) || (end > 0 && op.prefix() == Some(uri[end]))) {
+                    end += 1;
+                }
+                // At least one character: the prefix, or the value itself.
+                (1..=end).rev().any(|e| reference(&parts[1..], &uri[e..]))
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_nfa_agrees_with_backtracking(
+            template in "([a-c/:.]{0,3}(\\{[+#./;?&]?v\\})?){1,4}",
+            uri in "[a-c/:.?&=#;,%-]{0,12}",
+        ) {
+            if let Ok(t) = UriTemplate::parse(&template) {
+                proptest::prop_assert_eq!(t.matches(&uri), reference(&t.parts, uri.as_bytes()), "{} vs {}", template, uri);
+            }
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! - `cargo xtask clients` install the real MCP clients the end-to-end tests drive
 //! - `cargo xtask demo`    build, seed the demo databases, serve, print a token and a call
 //! - `cargo xtask test`    everything CI runs
-//! - `cargo xtask bench`   the benchmarks behind BENCHMARKS.md
+//! - `cargo xtask bench`   the criterion benchmarks behind BENCHMARKS.md
+//! - `cargo xtask load`    the HTTP load driver behind BENCHMARKS.md
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -50,7 +51,8 @@ fn main() -> ExitCode {
         Some("demo") => demo(),
         Some("test") => test(&args[1..]),
         Some("bench") => bench(&args[1..]),
-        _ => Err("usage: cargo xtask <guests|clients|demo|test|bench>".into()),
+        Some("load") => load(),
+        _ => Err("usage: cargo xtask <guests|clients|demo|test|bench|load>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -326,6 +328,14 @@ fn test(extra: &[String]) -> Result {
         run(cargo().current_dir(&root).args(["test", "--workspace", "--no-fail-fast"]).args(extra))?;
     }
     Ok(())
+}
+
+/// The HTTP load driver (release build) behind BENCHMARKS.md.
+fn load() -> Result {
+    let root = root();
+    guests()?;
+    run(cargo().current_dir(&root).args(["build", "--release", "--quiet", "-p", "emseepea", "--bin", "emseepea", "--example", "loadgen"]))?;
+    run(Command::new(root.join("target/release/examples/loadgen")).current_dir(&root))
 }
 
 fn bench(extra: &[String]) -> Result {
