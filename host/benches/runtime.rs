@@ -10,7 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use emseepea::auth::Auth;
 use emseepea::config::Config;
 use emseepea::inventory::cursor::{CursorBinding, CursorKeys, CursorState, Position};
-use emseepea::inventory::validate::validate_page;
+use emseepea::inventory::validate::{UriSet, validate_page};
 use emseepea::inventory::{Clock, SystemClock};
 use emseepea::runtime::types::{CallContext, InventoryEntry, InventoryPage, Principal, ResourceMetadata};
 use emseepea::runtime::{RequestScope, Runtime, SourceSet};
@@ -188,7 +188,7 @@ fn cursors_and_validation(c: &mut Criterion) {
     };
     c.bench_function("validate a 50-entry page", |b| {
         b.iter(|| {
-            let mut seen = std::collections::HashSet::new();
+            let mut seen = UriSet::with_capacity_and_hasher(50, Default::default());
             validate_page(&page, 50, None, &template, &mut seen).unwrap();
         })
     });

@@ -26,6 +26,22 @@ enum Part {
     Expression { op: Op, vars: Vec<String> },
 }
 
+/// `Op::allows_slow` for every operator and byte, computed at compile time.
+static ALLOWED: [[bool; 256]; 8] = {
+    let ops = [Op::Simple, Op::Reserved, Op::Fragment, Op::Label, Op::Path, Op::PathParam, Op::Query, Op::QueryContinuation];
+    let mut table = [[false; 256]; 8];
+    let mut o = 0;
+    while o < 8 {
+        let mut b = 0;
+        while b < 256 {
+            table[o][b] = ops[o].allows_const(b as u8);
+            b += 1;
+        }
+        o += 1;
+    }
+    table
+};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Simple,
@@ -49,11 +65,11 @@ impl fmt::Display for TemplateError {
 
 impl std::error::Error for TemplateError {}
 
-fn is_unreserved(b: u8) -> bool {
+const fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
-fn is_reserved(b: u8) -> bool {
+const fn is_reserved(b: u8) -> bool {
     matches!(b, b':' | b'/' | b'?' | b'#' | b'[' | b']' | b'@' | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=')
 }
 
@@ -75,8 +91,13 @@ impl Op {
         }
     }
 
-    /// Characters an expansion may contain after its prefix.
+    /// Characters an expansion may contain after its prefix (table lookup:
+    /// this runs for every byte of every URI a guest lists).
     fn allows(self, b: u8) -> bool {
+        ALLOWED[self as usize][b as usize]
+    }
+
+    const fn allows_const(self, b: u8) -> bool {
         let base = is_unreserved(b) || b == b'%' || b == b',';
         match self {
             Op::Simple | Op::Label => base,

@@ -5,7 +5,7 @@
 use super::Principal;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub struct TokenCache {
     capacity: usize,
@@ -13,7 +13,7 @@ pub struct TokenCache {
 }
 
 struct Inner {
-    entries: HashMap<[u8; 32], (Principal, u64)>,
+    entries: HashMap<[u8; 32], (Arc<Principal>, u64)>,
     order: VecDeque<[u8; 32]>,
 }
 
@@ -26,7 +26,7 @@ impl TokenCache {
         Self { capacity, inner: Mutex::new(Inner { entries: HashMap::new(), order: VecDeque::new() }) }
     }
 
-    pub fn get(&self, token: &str) -> Option<Principal> {
+    pub fn get(&self, token: &str) -> Option<Arc<Principal>> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let inner = self.inner.lock().unwrap();
         match inner.entries.get(&key) {
@@ -35,7 +35,7 @@ impl TokenCache {
         }
     }
 
-    pub fn insert(&self, token: &str, principal: Principal, expires_at: u64) {
+    pub fn insert(&self, token: &str, principal: Arc<Principal>, expires_at: u64) {
         if self.capacity == 0 || expires_at <= now_s() {
             return;
         }
@@ -61,8 +61,8 @@ impl TokenCache {
 mod tests {
     use super::*;
 
-    fn p(s: &str) -> Principal {
-        Principal::new(Some(s.into()), "c".into(), vec![], None)
+    fn p(s: &str) -> Arc<Principal> {
+        Arc::new(Principal::new(Some(s.into()), "c".into(), vec![], None))
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub use principal::{Principal, valid_subject};
 use crate::config::{AuthMode, Config};
 use cache::TokenCache;
 use http::HeaderMap;
+use std::sync::Arc;
 use verifier::{Verifier, VerifyError};
 
 /// Why a request's credentials were refused.
@@ -96,7 +97,7 @@ impl Auth {
     }
 
     /// The caller of a request: `Ok(None)` when no token was presented.
-    pub async fn authenticate(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Option<Principal>, AuthError> {
+    pub async fn authenticate(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Option<Arc<Principal>>, AuthError> {
         if !self.enabled() {
             return Ok(None);
         }
@@ -125,8 +126,9 @@ impl Auth {
         let verifier = self.verifier.as_ref().expect("enabled implies a verifier");
         match verifier.verify(token).await {
             Ok(v) => {
-                self.cache.insert(token, v.principal.clone(), v.expires_at);
-                Ok(Some(v.principal))
+                let principal = Arc::new(v.principal);
+                self.cache.insert(token, principal.clone(), v.expires_at);
+                Ok(Some(principal))
             }
             Err(VerifyError::Invalid(reason)) => Err(AuthError::Invalid(reason)),
             Err(VerifyError::Unavailable(reason)) => Err(AuthError::Unavailable(reason)),

@@ -13,13 +13,12 @@
 use super::access::may_access;
 use super::cursor::{CursorBinding, CursorError, CursorKeys, CursorState, Position};
 use super::statics::StaticResources;
-use super::validate::{PageViolation, validate_page};
+use super::validate::{PageViolation, UriSet, validate_page};
 use crate::auth::Principal;
 use crate::runtime::types::{CallContext, InventoryPage};
 use crate::runtime::{Access, GuestError, RequestScope, Source};
 use crate::uri_template::UriTemplate;
 use serde::Serialize;
-use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -241,7 +240,7 @@ impl<S: InventorySource> Pager<S> {
             resume: start.clone(),
         };
         let mut position = start;
-        let mut page_uris: HashSet<String> = HashSet::new();
+        let mut page_uris = UriSet::with_capacity_and_hasher(self.page_size as usize, Default::default());
         let context = call_context(principal, req.scope);
         'page: while page.remaining > 0 {
             match position.take() {

@@ -8,6 +8,33 @@ use crate::config::{MAX_KEY_LEN, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN};
 use crate::runtime::types::InventoryPage;
 use crate::uri_template::UriTemplate;
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The URIs already on a page. Hashed with FxHash rather than SipHash: at
+/// most 100 short keys per page leave no room for hash flooding, and this
+/// runs for every listed entry.
+pub type UriSet = HashSet<String, BuildHasherDefault<FxHasher>>;
+
+/// The Fx hash (rustc's): multiply-rotate over 8-byte words.
+#[derive(Default)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Which rule a page broke (for the log; never sent to a client).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +81,7 @@ pub fn validate_page(
     limit: u32,
     after: Option<&str>,
     template: &UriTemplate,
-    page_uris: &mut HashSet<String>,
+    page_uris: &mut UriSet,
 ) -> Result<(), PageViolation> {
     // "Query with after as an exclusive lower bound and return at most limit entries."
     if page.entries.len() > limit as usize {
@@ -102,14 +129,13 @@ pub fn validate_page(
             return Err(PageViolation::MimeTypeLength { index });
         }
     }
-    // Uniqueness last, so a rejected page leaves `page_uris` untouched.
-    let mut fresh: HashSet<&str> = HashSet::with_capacity(page.entries.len());
+    // (Any violation fails the whole listing, so a rejected page may leave
+    // some of its URIs in `page_uris`.)
     for (index, entry) in page.entries.iter().enumerate() {
-        if page_uris.contains(&entry.resource.uri) || !fresh.insert(&entry.resource.uri) {
+        if !page_uris.insert(entry.resource.uri.clone()) {
             return Err(PageViolation::UriDuplicate { index });
         }
     }
-    page_uris.extend(page.entries.iter().map(|e| e.resource.uri.clone()));
     Ok(())
 }
 
@@ -127,7 +153,7 @@ mod tests {
 
     fn check(entries: Vec<InventoryEntry>, has_more: bool, limit: u32, after: Option<&str>) -> Result<(), PageViolation> {
         let t = UriTemplate::parse("learn://documents/{id}").unwrap();
-        validate_page(&InventoryPage { entries, has_more }, limit, after, &t, &mut HashSet::new())
+        validate_page(&InventoryPage { entries, has_more }, limit, after, &t, &mut UriSet::default())
     }
 
     #[test]
@@ -175,7 +201,7 @@ mod tests {
     #[test]
     fn uris_are_unique_across_sources_on_a_page() {
         let t = UriTemplate::parse("learn://documents/{id}").unwrap();
-        let mut seen = HashSet::new();
+        let mut seen = UriSet::default();
         let p1 = InventoryPage { entries: vec![entry("a", "1")], has_more: false };
         validate_page(&p1, 5, None, &t, &mut seen).unwrap();
         let p2 = InventoryPage { entries: vec![entry("z", "1")], has_more: false };

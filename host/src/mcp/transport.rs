@@ -362,12 +362,12 @@ async fn modern_post(app: &App, headers: &HeaderMap, query: Option<&str>, messag
     // Closing the response stream is the cancellation: the handler future
     // is dropped with the connection.
     let scope = RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
-    run(app, v, principal.as_ref(), &scope, &id, &method, &params).await
+    run(app, v, principal.as_deref(), &scope, &id, &method, &params).await
 }
 
 /// Whether the method needs a token, and the caller if one was presented.
 /// A presented token is always verified, even where none is needed.
-async fn authorize(app: &App, headers: &HeaderMap, query: Option<&str>, method: &str) -> Result<Option<Principal>, McpError> {
+async fn authorize(app: &App, headers: &HeaderMap, query: Option<&str>, method: &str) -> Result<Option<Arc<Principal>>, McpError> {
     let principal = app.auth.authenticate(headers, query).await.map_err(|error| {
         tracing::info!("authentication failed: {error}");
         let scopes = app.pager.source_scopes();
@@ -465,7 +465,7 @@ async fn legacy_post(app: &App, headers: &HeaderMap, query: Option<&str>, messag
         Ok(p) => p,
         Err(e) => return error_response(app, v, message_id(&message), e),
     };
-    if !session.admit(principal.as_ref()) {
+    if !session.admit(principal.as_deref()) {
         tracing::warn!(session = %session.id, "session presented by another caller");
         return json(StatusCode::NOT_FOUND, jsonrpc::error_bytes(message_id(&message), -32001, "Session not found", None));
     }
@@ -478,7 +478,7 @@ async fn legacy_post(app: &App, headers: &HeaderMap, query: Option<&str>, messag
         Incoming::Request { id, method, .. } => {
             let scope = RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
             let _in_flight = session.register(&id, scope.cancel.clone());
-            run(app, v, principal.as_ref(), &scope, &id, &method, &params).await
+            run(app, v, principal.as_deref(), &scope, &id, &method, &params).await
         }
     }
 }
@@ -503,7 +503,7 @@ async fn initialize(app: &App, headers: &HeaderMap, query: Option<&str>, id: &Re
         Ok(p) => p,
         Err(e) => return error_response(app, version, Some(id), e),
     };
-    let session = app.sessions.create(version, principal.as_ref());
+    let session = app.sessions.create(version, principal.as_deref());
     let mut r = json(StatusCode::OK, methods::initialize_result(app, id, version));
     r.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex id"));
     tracing::info!(session = %session.id, version = version.as_str(), "session initialized");
@@ -517,7 +517,7 @@ async fn delete(app: &App, req: Request<Body>) -> HttpResponse {
         Err(r) => return r,
     };
     let principal = app.auth.authenticate(headers, req.uri().query()).await.ok().flatten();
-    if !session.admit(principal.as_ref()) {
+    if !session.admit(principal.as_deref()) {
         return json(StatusCode::NOT_FOUND, jsonrpc::error_bytes(None, -32001, "Session not found", None));
     }
     app.sessions.remove(&session.id);
@@ -552,7 +552,7 @@ async fn batch(app: &App, headers: &HeaderMap, query: Option<&str>, raw: &RawVal
         Ok(p) => p,
         Err(error) => return error_response(app, v, None, McpError::Unauthorized { error, scopes: app.pager.source_scopes() }),
     };
-    if !session.admit(principal.as_ref()) {
+    if !session.admit(principal.as_deref()) {
         return json(StatusCode::NOT_FOUND, jsonrpc::error_bytes(None, -32001, "Session not found", None));
     }
     let mut responses: Vec<Vec<u8>> = Vec::new();
@@ -589,7 +589,7 @@ async fn batch(app: &App, headers: &HeaderMap, query: Option<&str>, raw: &RawVal
                 }
                 let scope = RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
                 let _in_flight = session.register(&id, scope.cancel.clone());
-                let ctx = Ctx { app, version: v, principal: principal.as_ref(), scope: &scope, id: &id };
+                let ctx = Ctx { app, version: v, principal: principal.as_deref(), scope: &scope, id: &id };
                 match methods::call(&ctx, &method, &params).await {
                     Ok(reply) => responses.push(reply.body),
                     Err(McpError::Cancelled) => {}
