@@ -66,6 +66,15 @@ async fn legacy_handshake_and_methods_validate_for_every_version() {
     }
 }
 
+#[test]
+fn the_schema_check_rejects_what_the_schema_forbids() {
+    let bad = std::panic::catch_unwind(|| assert_schema(MODERN, "ListResourcesResult", &json!({"resources": 5})));
+    assert!(bad.is_err());
+    let missing_ttl = std::panic::catch_unwind(|| assert_schema(MODERN, "ListResourcesResult", &json!({"resources": [], "resultType": "complete"})));
+    assert!(missing_ttl.is_err(), "2026-07-28 list results need ttlMs and cacheScope");
+    assert_schema(MODERN, "ListResourcesResult", &json!({"resources": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}));
+}
+
 #[tokio::test]
 async fn initialize_negotiates_unknown_versions_down() {
     let s = basic();

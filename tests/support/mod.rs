@@ -287,7 +287,39 @@ pub async fn post(url: &str, headers: &[(&str, &str)], body: impl Into<Vec<u8>>)
         req = req.header("accept", "application/json, text/event-stream");
     }
     let resp = req.send().await.expect("POST");
-    Answer { status: resp.status().as_u16(), headers: resp.headers().clone(), body: resp.bytes().await.unwrap().to_vec() }
+    let answer = Answer { status: resp.status().as_u16(), headers: resp.headers().clone(), body: resp.bytes().await.unwrap().to_vec() };
+    validate_message(headers, &answer);
+    answer
+}
+
+/// Every JSON-RPC message a test receives is checked against the schema of
+/// the protocol version its request named (`MCP-Protocol-Version`; none
+/// means the handshake, checked with 2025-11-25's).
+fn validate_message(request_headers: &[(&str, &str)], answer: &Answer) {
+    if answer.header("content-type").as_deref() != Some("application/json") {
+        return;
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(&answer.body) else { return };
+    if v.get("jsonrpc").is_none() {
+        return; // OAuth-style error bodies of 401/403 answers
+    }
+    let version = request_headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("mcp-protocol-version"))
+        .map(|(_, v)| *v)
+        .filter(|v| ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"].contains(v))
+        .unwrap_or("2025-11-25");
+    let def = if version == "2025-03-26" || version == "2025-06-18" {
+        if v.get("error").is_some() { "JSONRPCError" } else { "JSONRPCResponse" }
+    } else if v.get("error").is_some() {
+        "JSONRPCErrorResponse"
+    } else {
+        "JSONRPCResultResponse"
+    };
+    // A parse error carries no id, which only the newer schemas allow.
+    let version = if v.get("id").is_none() { "2025-11-25" } else { version };
+    let def = if v.get("id").is_none() { "JSONRPCErrorResponse" } else { def };
+    assert_schema(version, def, &v);
 }
 
 pub const MODERN: &str = "2026-07-28";
@@ -383,12 +415,22 @@ pub fn assert_schema(version: &str, def: &str, value: &Value) {
         "2025-03-26" => "2025-06-18",
         v => v,
     };
-    let path = root().join("tests/mcp-schema").join(dir).join("schema.json");
-    let mut schema: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let defs_key = if schema.get("$defs").is_some() { "$defs" } else { "definitions" };
-    assert!(schema[defs_key].get(def).is_some(), "{def} not in the {dir} schema");
-    schema["$ref"] = json!(format!("#/{defs_key}/{def}"));
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    static VALIDATORS: std::sync::OnceLock<Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>> = std::sync::OnceLock::new();
+    let key = format!("{dir}#{def}");
+    let cached = VALIDATORS.get_or_init(Default::default).lock().unwrap().get(&key).cloned();
+    let validator = match cached {
+        Some(v) => v,
+        None => {
+            let path = root().join("tests/mcp-schema").join(dir).join("schema.json");
+            let mut schema: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let defs_key = if schema.get("$defs").is_some() { "$defs" } else { "definitions" };
+            assert!(schema[defs_key].get(def).is_some(), "{def} not in the {dir} schema");
+            schema["$ref"] = json!(format!("#/{defs_key}/{def}"));
+            let v = Arc::new(jsonschema::validator_for(&schema).unwrap());
+            VALIDATORS.get().unwrap().lock().unwrap().insert(key, v.clone());
+            v
+        }
+    };
     let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{e} at {}", e.instance_path())).collect();
     assert!(errors.is_empty(), "{def} ({version}) invalid: {errors:?}\n{value:#}");
 }
