@@ -17,7 +17,10 @@ fn key_file(name: &str) -> Vec<u8> {
 }
 
 fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 fn claims() -> Value {
@@ -30,7 +33,9 @@ fn claims() -> Value {
 
 fn mint(alg: Algorithm, kid: &str, claims: &Value) -> String {
     let key = match alg {
-        Algorithm::RS256 if kid == "rsa-2" => EncodingKey::from_rsa_pem(&key_file("rsa-rotated.pem")).unwrap(),
+        Algorithm::RS256 if kid == "rsa-2" => {
+            EncodingKey::from_rsa_pem(&key_file("rsa-rotated.pem")).unwrap()
+        }
         Algorithm::RS256 => EncodingKey::from_rsa_pem(&key_file("rsa.pem")).unwrap(),
         Algorithm::ES256 => EncodingKey::from_ec_pem(&key_file("ec.pem")).unwrap(),
         Algorithm::EdDSA => EncodingKey::from_ed_pem(&key_file("ed25519.pem")).unwrap(),
@@ -49,9 +54,14 @@ struct Jwt {
 }
 
 async fn jwt_server() -> Jwt {
-    let body = Arc::new(Mutex::new(String::from_utf8(key_file("jwks.json")).unwrap()));
+    let body = Arc::new(Mutex::new(
+        String::from_utf8(key_file("jwks.json")).unwrap(),
+    ));
     let b2 = body.clone();
-    let jwks = FakeHttp::start(Arc::new(move |_, _, _, _| (200, b2.lock().unwrap().clone()))).await;
+    let jwks = FakeHttp::start(Arc::new(move |_, _, _, _| {
+        (200, b2.lock().unwrap().clone())
+    }))
+    .await;
     let auth = format!(
         "[auth]\nmode = \"jwt\"\nresource = \"{RESOURCE}\"\nauthorization_servers = [\"{ISSUER}\"]\n\
          [auth.jwt]\nissuer = \"{ISSUER}\"\njwks_url = \"{}/jwks.json\"\njwks_refresh_interval_s = 0\nrequired_typ = \"at+jwt\"\n",
@@ -62,7 +72,11 @@ async fn jwt_server() -> Jwt {
         .source("catalog", "catalog", "[config]\nitems = \"5\"\n")
         .hostile("ctx", "context", "")
         .start();
-    Jwt { server, jwks, jwks_body: body }
+    Jwt {
+        server,
+        jwks,
+        jwks_body: body,
+    }
 }
 
 async fn list_with(url: &str, token: Option<&str>) -> Answer {
@@ -72,7 +86,10 @@ async fn list_with(url: &str, token: Option<&str>) -> Answer {
 fn expect_invalid(a: &Answer, why: &str) {
     assert_eq!(a.status, 401, "{why}: {}", a.text());
     let h = a.header("www-authenticate").unwrap_or_default();
-    assert!(h.starts_with("Bearer error=\"invalid_token\""), "{why}: {h}");
+    assert!(
+        h.starts_with("Bearer error=\"invalid_token\""),
+        "{why}: {h}"
+    );
     assert!(h.contains("resource_metadata=\"https://mcp.example.test/.well-known/oauth-protected-resource/mcp\""), "{why}: {h}");
     assert_eq!(a.json()["error"], "invalid_token", "{why}");
 }
@@ -81,7 +98,11 @@ fn expect_invalid(a: &Answer, why: &str) {
 async fn jwt_verifier_matrix() {
     let j = jwt_server().await;
     let url = &j.server.url;
-    for alg in [(Algorithm::RS256, "rsa-1"), (Algorithm::ES256, "ec-1"), (Algorithm::EdDSA, "ed-1")] {
+    for alg in [
+        (Algorithm::RS256, "rsa-1"),
+        (Algorithm::ES256, "ec-1"),
+        (Algorithm::EdDSA, "ed-1"),
+    ] {
         let a = list_with(url, Some(&mint(alg.0, alg.1, &claims()))).await;
         assert_eq!(a.status, 200, "{alg:?}: {}", a.text());
     }
@@ -93,14 +114,29 @@ async fn jwt_verifier_matrix() {
     let cases: Vec<(&str, String)> = vec![
         ("expired", with(&|c| c["exp"] = json!(now() - 120))),
         ("not yet valid", with(&|c| c["nbf"] = json!(now() + 600))),
-        ("wrong issuer", with(&|c| c["iss"] = json!("https://evil.test"))),
-        ("wrong audience", with(&|c| c["aud"] = json!("https://other.example.test/mcp"))),
+        (
+            "wrong issuer",
+            with(&|c| c["iss"] = json!("https://evil.test")),
+        ),
+        (
+            "wrong audience",
+            with(&|c| c["aud"] = json!("https://other.example.test/mcp")),
+        ),
         ("empty subject", with(&|c| c["sub"] = json!(""))),
-        ("257-character subject", with(&|c| c["sub"] = json!("a".repeat(257)))),
-        ("control character in subject", with(&|c| c["sub"] = json!("ali\u{7}ce"))),
-        ("no client id", with(&|c| {
-            c.as_object_mut().unwrap().remove("client_id");
-        })),
+        (
+            "257-character subject",
+            with(&|c| c["sub"] = json!("a".repeat(257))),
+        ),
+        (
+            "control character in subject",
+            with(&|c| c["sub"] = json!("ali\u{7}ce")),
+        ),
+        (
+            "no client id",
+            with(&|c| {
+                c.as_object_mut().unwrap().remove("client_id");
+            }),
+        ),
         ("bad signature", {
             let t = mint(Algorithm::RS256, "rsa-1", &claims());
             let (rest, sig) = t.rsplit_once('.').unwrap();
@@ -109,22 +145,46 @@ async fn jwt_verifier_matrix() {
         }),
         ("alg none", {
             use base64::Engine as _;
-            let e = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap());
-            format!("{}.{}.", e(&json!({"alg":"none","typ":"at+jwt","kid":"rsa-1"})), e(&claims()))
+            let e = |v: &Value| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode(serde_json::to_vec(v).unwrap())
+            };
+            format!(
+                "{}.{}.",
+                e(&json!({"alg":"none","typ":"at+jwt","kid":"rsa-1"})),
+                e(&claims())
+            )
         }),
         ("HS256 signed with the RSA public key", {
             let mut h = Header::new(Algorithm::HS256);
             h.kid = Some("rsa-1".into());
             h.typ = Some("at+jwt".into());
-            jsonwebtoken::encode(&h, &claims(), &EncodingKey::from_secret(&key_file("rsa.pub.pem")).unwrap()).unwrap()
+            jsonwebtoken::encode(
+                &h,
+                &claims(),
+                &EncodingKey::from_secret(&key_file("rsa.pub.pem")).unwrap(),
+            )
+            .unwrap()
         }),
         ("wrong typ", {
             let mut h = Header::new(Algorithm::RS256);
             h.kid = Some("rsa-1".into());
-            jsonwebtoken::encode(&h, &claims(), &EncodingKey::from_rsa_pem(&key_file("rsa.pem")).unwrap()).unwrap()
+            jsonwebtoken::encode(
+                &h,
+                &claims(),
+                &EncodingKey::from_rsa_pem(&key_file("rsa.pem")).unwrap(),
+            )
+            .unwrap()
         }),
         ("unknown kid", mint(Algorithm::RS256, "nope", &claims())),
-        ("oversized token", format!("{}{}", mint(Algorithm::RS256, "rsa-1", &claims()), "A".repeat(9000))),
+        (
+            "oversized token",
+            format!(
+                "{}{}",
+                mint(Algorithm::RS256, "rsa-1", &claims()),
+                "A".repeat(9000)
+            ),
+        ),
         ("garbage", "not-a-jwt".into()),
     ];
     for (why, token) in &cases {
@@ -142,7 +202,11 @@ async fn jwt_verifier_matrix() {
     let a = post(&format!("{url}?access_token={valid}"), &[("mcp-protocol-version", MODERN), ("mcp-method", "resources/list")],
         serde_json::to_vec(&json!({"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":modern_meta()}})).unwrap()).await;
     assert_eq!(a.status, 400);
-    assert!(a.header("www-authenticate").unwrap().contains("error=\"invalid_request\""));
+    assert!(
+        a.header("www-authenticate")
+            .unwrap()
+            .contains("error=\"invalid_request\"")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -150,8 +214,14 @@ async fn an_unknown_kid_refreshes_the_jwks() {
     let j = jwt_server().await;
     let token = mint(Algorithm::RS256, "rsa-2", &claims());
     let before = j.jwks.hits();
-    expect_invalid(&list_with(&j.server.url, Some(&token)).await, "rsa-2 not published yet");
-    assert!(j.jwks.hits() > before, "the unknown kid triggered a refresh");
+    expect_invalid(
+        &list_with(&j.server.url, Some(&token)).await,
+        "rsa-2 not published yet",
+    );
+    assert!(
+        j.jwks.hits() > before,
+        "the unknown kid triggered a refresh"
+    );
     *j.jwks_body.lock().unwrap() = String::from_utf8(key_file("jwks-rotated.json")).unwrap();
     let a = list_with(&j.server.url, Some(&token)).await;
     assert_eq!(a.status, 200, "the refresh found rsa-2: {}", a.text());
@@ -160,14 +230,20 @@ async fn an_unknown_kid_refreshes_the_jwks() {
 #[tokio::test(flavor = "multi_thread")]
 async fn protected_resource_metadata() {
     let j = jwt_server().await;
-    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
         let origin = j.server.url.trim_end_matches("/mcp");
         let r = http().get(format!("{origin}{path}")).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["resource"], RESOURCE);
         assert_eq!(v["authorization_servers"], json!([ISSUER]));
-        assert_eq!(v["scopes_supported"], json!(["catalog:read", "hostile:read"]));
+        assert_eq!(
+            v["scopes_supported"],
+            json!(["catalog:read", "hostile:read"])
+        );
         assert_eq!(v["bearer_methods_supported"], json!(["header"]));
     }
 }
@@ -176,14 +252,28 @@ async fn protected_resource_metadata() {
 async fn guests_see_only_subject_client_scopes_and_audience() {
     let j = jwt_server().await;
     let token = mint(Algorithm::ES256, "ec-1", &claims());
-    let a = modern(&j.server.url, Some(&token), json!(1), "resources/read", json!({"uri":"hostile://ctx/1"})).await;
-    let text = a.json()["result"]["contents"][0]["text"].as_str().unwrap().to_owned();
+    let a = modern(
+        &j.server.url,
+        Some(&token),
+        json!(1),
+        "resources/read",
+        json!({"uri":"hostile://ctx/1"}),
+    )
+    .await;
+    let text = a.json()["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let ctx: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         ctx["principal"],
         json!({"subject":"alice","clientId":"app-1","scopes":["catalog:read","hostile:read"],"audience":RESOURCE})
     );
-    assert_eq!(ctx.as_object().unwrap().len(), 2, "principal and deadline only: {ctx}");
+    assert_eq!(
+        ctx.as_object().unwrap().len(),
+        2,
+        "principal and deadline only: {ctx}"
+    );
     for leaked in ["alice@example.test", "admin", ISSUER, &token[..20]] {
         assert!(!text.contains(leaked), "{leaked} reached the guest: {text}");
     }
@@ -196,7 +286,9 @@ async fn introspection_is_checked_and_cached() {
         base64::engine::general_purpose::STANDARD.encode("rs-client:rs-secret")
     });
     let responder: Responder = Arc::new(move |_, _, headers, body| {
-        if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected_auth.as_str()) {
+        if headers.get("authorization").and_then(|v| v.to_str().ok())
+            != Some(expected_auth.as_str())
+        {
             return (401, "{}".into());
         }
         let form = String::from_utf8_lossy(body).into_owned();
@@ -216,7 +308,10 @@ async fn introspection_is_checked_and_cached() {
          [auth.introspection]\nendpoint = \"{}/introspect\"\nclient_id = \"rs-client\"\nclient_secret = \"rs-secret\"\n",
         idp.url
     );
-    let s = server().auth(Some(&auth)).source("catalog", "catalog", "[config]\nitems = \"5\"\n").start();
+    let s = server()
+        .auth(Some(&auth))
+        .source("catalog", "catalog", "[config]\nitems = \"5\"\n")
+        .start();
     assert_eq!(list_with(&s.url, Some("good")).await.status, 200);
     assert_eq!(list_with(&s.url, Some("good")).await.status, 200);
     assert_eq!(idp.hits(), 1, "the second request used the cache");
@@ -232,55 +327,189 @@ async fn method_rules_with_public_discovery() {
         .start();
     let url = &s.url;
     // Open without a token: discover, templates, public reads, and the legacy handshake.
-    assert_eq!(modern(url, None, json!(1), "server/discover", Value::Null).await.status, 200);
-    assert_eq!(modern(url, None, json!(1), "resources/templates/list", Value::Null).await.status, 200);
-    assert_eq!(modern(url, None, json!(1), "resources/read", json!({"uri":"demo://public"})).await.status, 200);
+    assert_eq!(
+        modern(url, None, json!(1), "server/discover", Value::Null)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        modern(url, None, json!(1), "resources/templates/list", Value::Null)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        modern(
+            url,
+            None,
+            json!(1),
+            "resources/read",
+            json!({"uri":"demo://public"})
+        )
+        .await
+        .status,
+        200
+    );
     let mut anon = Session::open(url, "2025-11-25", None).await;
     assert_eq!(anon.request("ping", Value::Null).await.status, 200);
     // resources/list always needs one once an inventory source exists, in every version.
-    assert_eq!(modern(url, None, json!(1), "resources/list", Value::Null).await.status, 401);
-    assert_eq!(anon.request("resources/list", Value::Null).await.status, 401);
+    assert_eq!(
+        modern(url, None, json!(1), "resources/list", Value::Null)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        anon.request("resources/list", Value::Null).await.status,
+        401
+    );
     // Protected reads: 401 without a token, 403 without the scope, 200 with it.
-    let a = modern(url, None, json!(1), "resources/read", json!({"uri":"demo://secret"})).await;
+    let a = modern(
+        url,
+        None,
+        json!(1),
+        "resources/read",
+        json!({"uri":"demo://secret"}),
+    )
+    .await;
     assert_eq!(a.status, 401);
-    assert!(a.header("www-authenticate").unwrap().contains("scope=\"secret:read\""));
+    assert!(
+        a.header("www-authenticate")
+            .unwrap()
+            .contains("scope=\"secret:read\"")
+    );
     let no_scope = s.token(Some("alice"), "catalog:read");
-    let a = modern(url, Some(&no_scope), json!(1), "resources/read", json!({"uri":"demo://secret"})).await;
+    let a = modern(
+        url,
+        Some(&no_scope),
+        json!(1),
+        "resources/read",
+        json!({"uri":"demo://secret"}),
+    )
+    .await;
     assert_eq!(a.status, 403);
-    assert!(a.header("www-authenticate").unwrap().contains("error=\"insufficient_scope\", scope=\"secret:read\""));
+    assert!(
+        a.header("www-authenticate")
+            .unwrap()
+            .contains("error=\"insufficient_scope\", scope=\"secret:read\"")
+    );
     let with_scope = s.token(Some("alice"), "secret:read catalog:read");
-    let a = modern(url, Some(&with_scope), json!(1), "resources/read", json!({"uri":"demo://secret"})).await;
+    let a = modern(
+        url,
+        Some(&with_scope),
+        json!(1),
+        "resources/read",
+        json!({"uri":"demo://secret"}),
+    )
+    .await;
     assert_eq!(a.json()["result"]["contents"][0]["text"], "closed");
     // The protected static is listed only to callers holding its scope.
     let listed = |a: Answer| -> Vec<String> {
-        a.json()["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap().to_owned()).collect()
+        a.json()["result"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap().to_owned())
+            .collect()
     };
-    assert!(!listed(modern(url, Some(&no_scope), json!(1), "resources/list", Value::Null).await).contains(&"demo://secret".to_string()));
-    assert!(listed(modern(url, Some(&with_scope), json!(1), "resources/list", Value::Null).await).contains(&"demo://secret".to_string()));
+    assert!(
+        !listed(
+            modern(
+                url,
+                Some(&no_scope),
+                json!(1),
+                "resources/list",
+                Value::Null
+            )
+            .await
+        )
+        .contains(&"demo://secret".to_string())
+    );
+    assert!(
+        listed(
+            modern(
+                url,
+                Some(&with_scope),
+                json!(1),
+                "resources/list",
+                Value::Null
+            )
+            .await
+        )
+        .contains(&"demo://secret".to_string())
+    );
     // A bad token is refused even where none is needed.
-    assert_eq!(modern(url, Some("garbage"), json!(1), "server/discover", Value::Null).await.status, 401);
+    assert_eq!(
+        modern(
+            url,
+            Some("garbage"),
+            json!(1),
+            "server/discover",
+            Value::Null
+        )
+        .await
+        .status,
+        401
+    );
     // An anonymous session is bound to the first token presented on it.
     assert_eq!(anon.request("ping", Value::Null).await.status, 200);
     anon.token = Some(no_scope.clone());
-    assert_eq!(anon.request("resources/list", Value::Null).await.status, 200);
+    assert_eq!(
+        anon.request("resources/list", Value::Null).await.status,
+        200
+    );
     anon.token = Some(s.token(Some("bob"), "catalog:read"));
-    assert_eq!(anon.request("ping", Value::Null).await.status, 404, "bound to alice now");
+    assert_eq!(
+        anon.request("ping", Value::Null).await.status,
+        404,
+        "bound to alice now"
+    );
 }
 
 #[tokio::test]
 async fn without_public_discovery_everything_needs_a_token() {
-    let s = server().auth(Some("[auth]\nmode = \"dev\"\npublic_discovery = false\n")).source("catalog", "catalog", "").start();
-    assert_eq!(modern(&s.url, None, json!(1), "server/discover", Value::Null).await.status, 401);
+    let s = server()
+        .auth(Some("[auth]\nmode = \"dev\"\npublic_discovery = false\n"))
+        .source("catalog", "catalog", "")
+        .start();
+    assert_eq!(
+        modern(&s.url, None, json!(1), "server/discover", Value::Null)
+            .await
+            .status,
+        401
+    );
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
-    assert_eq!(post(&s.url, &[], serde_json::to_vec(&init).unwrap()).await.status, 401);
+    assert_eq!(
+        post(&s.url, &[], serde_json::to_vec(&init).unwrap())
+            .await
+            .status,
+        401
+    );
     let token = s.token(Some("alice"), "catalog:read");
-    assert_eq!(modern(&s.url, Some(&token), json!(1), "server/discover", Value::Null).await.status, 200);
+    assert_eq!(
+        modern(
+            &s.url,
+            Some(&token),
+            json!(1),
+            "server/discover",
+            Value::Null
+        )
+        .await
+        .status,
+        200
+    );
 }
 
 #[test]
 fn dev_tokens_need_dev_mode() {
     let p = server().auth(Some("[auth]\nmode = \"jwt\"\nauthorization_servers = [\"https://a\"]\n[auth.jwt]\nissuer = \"x\"\njwks_file = \"none.json\"\n")).prepare();
-    let out = std::process::Command::new(BIN).args(["token", "--config"]).arg(&p.config_path).args(["--sub", "alice"]).output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["token", "--config"])
+        .arg(&p.config_path)
+        .args(["--sub", "alice"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("mode = \"dev\""));
 }

@@ -13,7 +13,14 @@ const SCOPE: &str = "hostile:read catalog:read";
 
 /// Read `uri` (2026-07-28) with a token holding both scopes.
 async fn read(s: &Server, token: &str, uri: &str) -> Answer {
-    modern(&s.url, Some(token), json!("r"), "resources/read", json!({ "uri": uri })).await
+    modern(
+        &s.url,
+        Some(token),
+        json!("r"),
+        "resources/read",
+        json!({ "uri": uri }),
+    )
+    .await
 }
 
 /// A server with one misbehaving source and a healthy one after it.
@@ -35,13 +42,23 @@ async fn expect_budget_failure(mode: &str, budget: &str, reason: &str, method: &
     assert_generic_internal_error(&a, &["bad", reason]);
     assert_schema(MODERN, "JSONRPCErrorResponse", &a.json());
     let line = s
-        .wait_for_log(&["guest call failed", "source=\"bad\"", &format!("reason=\"{reason}\"")], Duration::from_secs(10))
+        .wait_for_log(
+            &[
+                "guest call failed",
+                "source=\"bad\"",
+                &format!("reason=\"{reason}\""),
+            ],
+            Duration::from_secs(10),
+        )
         .unwrap_or_else(|| panic!("no typed log line for {reason}:\n{}", s.log()));
     assert!(line.contains("request_id"), "{line}");
     // The server keeps serving: the very next request succeeds.
     let ok = read(&s, &token, "catalog://catalog/items/0000000003").await;
     assert_eq!(ok.status, 200, "{}", ok.text());
-    assert_eq!(ok.json()["result"]["contents"][0]["text"], "Item 3 of the catalog catalog.\n");
+    assert_eq!(
+        ok.json()["result"]["contents"][0]["text"],
+        "Item 3 of the catalog catalog.\n"
+    );
 }
 
 #[tokio::test]
@@ -56,12 +73,24 @@ async fn fuel_exhaustion_in_list() {
 
 #[tokio::test]
 async fn deadline_of_a_busy_loop() {
-    expect_budget_failure("loop", "fuel = 1_000_000_000_000\nmax_duration_ms = 300", "deadline", "read").await;
+    expect_budget_failure(
+        "loop",
+        "fuel = 1_000_000_000_000\nmax_duration_ms = 300",
+        "deadline",
+        "read",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn deadline_of_a_guest_spinning_on_the_clock() {
-    expect_budget_failure("spin", "fuel = 1_000_000_000_000\nmax_duration_ms = 300", "deadline", "read").await;
+    expect_budget_failure(
+        "spin",
+        "fuel = 1_000_000_000_000\nmax_duration_ms = 300",
+        "deadline",
+        "read",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -90,7 +119,15 @@ async fn source_error_detail_stays_in_the_log() {
     let token = s.token(Some("alice"), SCOPE);
     let a = read(&s, &token, "hostile://bad/1").await;
     assert_generic_internal_error(&a, &["bad", "db-7"]);
-    assert!(s.wait_for_log(&["HOSTILE-SECRET backend exploded at db-7"], Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.wait_for_log(
+            &["HOSTILE-SECRET backend exploded at db-7"],
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
 }
 
 #[tokio::test]
@@ -102,7 +139,10 @@ async fn a_stopped_deadline_comes_within_a_few_ticks() {
     let started = Instant::now();
     let a = read(&s, &token, "hostile://bad/1").await;
     assert_generic_internal_error(&a, &[]);
-    assert!(started.elapsed() < Duration::from_secs(20), "the deadline did not stop the guest");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the deadline did not stop the guest"
+    );
 }
 
 /// Send a request on a raw socket, then hang up before the answer.
@@ -118,7 +158,13 @@ fn send_and_hang_up(s: &Server, token: &str, uri: &str) {
     );
     sock.write_all(head.as_bytes()).unwrap();
     sock.write_all(&body).unwrap();
-    assert!(s.wait_for_log(&["source=\"bad\"", "call=\"read\""], Duration::from_millis(1)).is_none());
+    assert!(
+        s.wait_for_log(
+            &["source=\"bad\"", "call=\"read\""],
+            Duration::from_millis(1)
+        )
+        .is_none()
+    );
     std::thread::sleep(Duration::from_millis(400));
     drop(sock);
 }
@@ -129,10 +175,30 @@ async fn a_client_disconnect_stops_the_guest() {
     let token = s.token(Some("alice"), SCOPE);
     send_and_hang_up(&s, &token, "hostile://bad/1");
     let line = s
-        .wait_for_log(&["guest call cancelled", "source=\"bad\"", "request_id=\"\\\"gone\\\"\""], Duration::from_secs(5))
-        .unwrap_or_else(|| panic!("the guest was not stopped after the disconnect:\n{}", s.log()));
+        .wait_for_log(
+            &[
+                "guest call cancelled",
+                "source=\"bad\"",
+                "request_id=\"\\\"gone\\\"\"",
+            ],
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|| {
+            panic!(
+                "the guest was not stopped after the disconnect:\n{}",
+                s.log()
+            )
+        });
     // The cancellation happened about when the client left, not at the deadline.
-    let elapsed: u64 = line.split("elapsed_us=").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    let elapsed: u64 = line
+        .split("elapsed_us=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(elapsed < 10_000_000, "{line}");
     assert!(s.log_lines_with("guest call failed") == 0, "{}", s.log());
     let ok = read(&s, &token, "catalog://catalog/items/0000000001").await;

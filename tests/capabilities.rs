@@ -11,9 +11,19 @@ use std::time::Duration;
 use support::*;
 
 async fn read_text(s: &Server, token: &str, uri: &str) -> String {
-    let a = modern(&s.url, Some(token), json!(1), "resources/read", json!({ "uri": uri })).await;
+    let a = modern(
+        &s.url,
+        Some(token),
+        json!(1),
+        "resources/read",
+        json!({ "uri": uri }),
+    )
+    .await;
     let v = a.json();
-    v["result"]["contents"][0]["text"].as_str().unwrap_or_else(|| panic!("{v}")).to_owned()
+    v["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_owned()
 }
 
 #[tokio::test]
@@ -32,41 +42,117 @@ async fn without_grants_nothing_is_reachable() {
         "sqlite=Error::NotGranted",
     ];
     assert_eq!(report.lines().collect::<Vec<_>>(), expected, "{report}");
-    assert!(s.wait_for_log(&["guest asked for a database it was not granted", "database=documents"], Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.wait_for_log(
+            &[
+                "guest asked for a database it was not granted",
+                "database=documents"
+            ],
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
 
     // Outbound HTTP without a grant: refused inside the guest, logged by the host.
     let backend = FakeHttp::start(Arc::new(|_, _, _, _| (200, "secret".into()))).await;
-    let s = server().hostile("fetcher", "fetch", &format!("[config]\nurl = \"{}/data\"\n", backend.url)).start();
+    let s = server()
+        .hostile(
+            "fetcher",
+            "fetch",
+            &format!("[config]\nurl = \"{}/data\"\n", backend.url),
+        )
+        .start();
     let token = s.token(Some("alice"), "hostile:read");
     let out = read_text(&s, &token, "hostile://fetcher/1").await;
-    assert!(out.starts_with("fetch failed: ") && out.contains("HttpRequestDenied"), "{out}");
+    assert!(
+        out.starts_with("fetch failed: ") && out.contains("HttpRequestDenied"),
+        "{out}"
+    );
     assert_eq!(backend.hits(), 0, "nothing was sent");
-    assert!(s.wait_for_log(&["outbound request denied", "source=fetcher"], Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.wait_for_log(
+            &["outbound request denied", "source=fetcher"],
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allow_listed_origin_works_and_others_do_not() {
-    let backend = FakeHttp::start(Arc::new(|_, path, _, _| (200, format!("hello from {path}")))).await;
+    let backend = FakeHttp::start(Arc::new(|_, path, _, _| {
+        (200, format!("hello from {path}"))
+    }))
+    .await;
     let port = backend.url.rsplit(':').next().unwrap().to_owned();
     let fetcher = |stem: &str, url: String, grant: &str| {
-        format!("[grants]\nhttp = [\"{grant}\"]\n[config]\nname = \"{stem}\"\nmode = \"fetch\"\nurl = \"{url}\"\n")
+        format!(
+            "[grants]\nhttp = [\"{grant}\"]\n[config]\nname = \"{stem}\"\nmode = \"fetch\"\nurl = \"{url}\"\n"
+        )
     };
     let s = server()
-        .source("a-listed", "hostile/hostile", &fetcher("listed", format!("{}/items", backend.url), &backend.url))
-        .source("b-other-port", "hostile/hostile", &fetcher("other", "http://127.0.0.1:1/items".into(), &backend.url))
-        .source("c-other-host", "hostile/hostile", &fetcher("otherhost", format!("http://localhost:{port}/items"), &backend.url))
+        .source(
+            "a-listed",
+            "hostile/hostile",
+            &fetcher("listed", format!("{}/items", backend.url), &backend.url),
+        )
+        .source(
+            "b-other-port",
+            "hostile/hostile",
+            &fetcher("other", "http://127.0.0.1:1/items".into(), &backend.url),
+        )
+        .source(
+            "c-other-host",
+            "hostile/hostile",
+            &fetcher(
+                "otherhost",
+                format!("http://localhost:{port}/items"),
+                &backend.url,
+            ),
+        )
         // A name that is not itself a private address but resolves to one
         // ("127.1" is the C library's shorthand for 127.0.0.1).
-        .source("d-rebinding", "hostile/hostile", &fetcher("rebinding", format!("http://127.1:{port}/items"), &format!("http://127.1:{port}")))
+        .source(
+            "d-rebinding",
+            "hostile/hostile",
+            &fetcher(
+                "rebinding",
+                format!("http://127.1:{port}/items"),
+                &format!("http://127.1:{port}"),
+            ),
+        )
         .start();
     let token = s.token(Some("alice"), "hostile:read");
-    assert_eq!(read_text(&s, &token, "hostile://listed/1").await, "200 hello from /items");
-    for (name, why) in [("other", "origin not in"), ("otherhost", "origin not in"), ("rebinding", "non-public address")] {
+    assert_eq!(
+        read_text(&s, &token, "hostile://listed/1").await,
+        "200 hello from /items"
+    );
+    for (name, why) in [
+        ("other", "origin not in"),
+        ("otherhost", "origin not in"),
+        ("rebinding", "non-public address"),
+    ] {
         let out = read_text(&s, &token, &format!("hostile://{name}/1")).await;
         assert!(out.starts_with("fetch failed"), "{name}: {out}");
-        assert!(s.wait_for_log(&["outbound request denied", &format!("source={name}"), why], Duration::from_secs(5)).is_some(), "{name}: {}", s.log());
+        assert!(
+            s.wait_for_log(
+                &["outbound request denied", &format!("source={name}"), why],
+                Duration::from_secs(5)
+            )
+            .is_some(),
+            "{name}: {}",
+            s.log()
+        );
     }
-    assert_eq!(backend.hits(), 1, "only the listed request reached the backend");
+    assert_eq!(
+        backend.hits(),
+        1,
+        "only the listed request reached the backend"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -79,7 +165,10 @@ async fn response_bodies_are_capped() {
     let s = server().source("big", "hostile/hostile", &manifest).start();
     let token = s.token(Some("alice"), "hostile:read");
     let out = read_text(&s, &token, "hostile://big/1").await;
-    assert!(out.starts_with("fetch failed") && out.contains("body"), "{out}");
+    assert!(
+        out.starts_with("fetch failed") && out.contains("body"),
+        "{out}"
+    );
 }
 
 #[tokio::test]
@@ -87,13 +176,23 @@ async fn a_granted_directory_is_readable_and_read_only() {
     let assets = tempfile::tempdir().unwrap();
     std::fs::write(assets.path().join("hello.txt"), "hello, guest").unwrap();
     let s = server()
-        .config(&format!("[directories.assets]\npath = \"{}\"\n", assets.path().display()))
-        .hostile("reader", "readfile", "[grants]\ndirectories = [\"assets\"]\n")
+        .config(&format!(
+            "[directories.assets]\npath = \"{}\"\n",
+            assets.path().display()
+        ))
+        .hostile(
+            "reader",
+            "readfile",
+            "[grants]\ndirectories = [\"assets\"]\n",
+        )
         .hostile("stranger", "readfile", "")
         .start();
     let token = s.token(Some("alice"), "hostile:read");
     let granted = read_text(&s, &token, "hostile://reader/1").await;
-    assert!(granted.starts_with("read=Ok(\"hello, guest\")"), "{granted}");
+    assert!(
+        granted.starts_with("read=Ok(\"hello, guest\")"),
+        "{granted}"
+    );
     assert!(granted.contains("write=Err("), "{granted}");
     assert!(!assets.path().join("hello.txt.new").exists());
     let stranger = read_text(&s, &token, "hostile://stranger/1").await;
@@ -105,7 +204,10 @@ async fn a_granted_directory_is_readable_and_read_only() {
 fn sqlite_server(budget: &str, extra_config: &str) -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db.sqlite");
-    rusqlite::Connection::open(&db).unwrap().execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);").unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+        .unwrap();
     let s = server()
         .config(&format!("[databases.main]\nfile = \"{}\"\n", db.display()))
         .hostile(
@@ -126,10 +228,33 @@ fn sqlite_server(budget: &str, extra_config: &str) -> (Server, tempfile::TempDir
 async fn a_long_statement_is_interrupted_at_the_deadline() {
     let (s, _dir) = sqlite_server("max_duration_ms = 500", "");
     let token = s.token(Some("alice"), "hostile:read");
-    let a = modern(&s.url, Some(&token), json!(1), "resources/read", json!({"uri":"hostile://runaway/1"})).await;
+    let a = modern(
+        &s.url,
+        Some(&token),
+        json!(1),
+        "resources/read",
+        json!({"uri":"hostile://runaway/1"}),
+    )
+    .await;
     assert_generic_internal_error(&a, &[]);
-    assert!(s.wait_for_log(&["sqlite statement interrupted", "database=main"], Duration::from_secs(5)).is_some(), "{}", s.log());
-    assert!(s.wait_for_log(&["source=\"runaway\"", "reason=\"deadline\""], Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.wait_for_log(
+            &["sqlite statement interrupted", "database=main"],
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
+    assert!(
+        s.wait_for_log(
+            &["source=\"runaway\"", "reason=\"deadline\""],
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
 }
 
 #[tokio::test]
@@ -140,15 +265,40 @@ async fn a_long_statement_is_interrupted_when_the_request_is_cancelled() {
     let url = s.url.clone();
     let headers = session.headers();
     let pending = tokio::spawn(async move {
-        let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
         post(&url, &refs, serde_json::to_vec(&json!({"jsonrpc":"2.0","id":"q","method":"resources/read","params":{"uri":"hostile://runaway/1"}})).unwrap()).await
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(s.log_lines_with("sqlite statement interrupted") == 0, "not yet");
-    session.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"q"}})).await;
-    let a = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
-    assert!(a.body.is_empty(), "no result for a cancelled request: {}", a.text());
-    assert!(s.wait_for_log(&["sqlite statement interrupted", "database=main"], Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.log_lines_with("sqlite statement interrupted") == 0,
+        "not yet"
+    );
+    session
+        .send(
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"q"}}),
+        )
+        .await;
+    let a = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        a.body.is_empty(),
+        "no result for a cancelled request: {}",
+        a.text()
+    );
+    assert!(
+        s.wait_for_log(
+            &["sqlite statement interrupted", "database=main"],
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
 }
 
 #[tokio::test]
@@ -169,14 +319,26 @@ async fn a_long_statement_is_interrupted_when_the_client_disconnects() {
     sock.write_all(&body).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     drop(sock);
-    assert!(s.wait_for_log(&["sqlite statement interrupted", "database=main"], Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.wait_for_log(
+            &["sqlite statement interrupted", "database=main"],
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
 }
 
 #[tokio::test]
 async fn statements_are_bounded_and_confined_to_their_file() {
     let (s, _dir) = sqlite_server("", "");
     let token = s.token(Some("alice"), "hostile:read");
-    assert_eq!(read_text(&s, &token, "hostile://rows/1").await, "query: Error::TooLarge", "3 rows for max_rows = 2");
+    assert_eq!(
+        read_text(&s, &token, "hostile://rows/1").await,
+        "query: Error::TooLarge",
+        "3 rows for max_rows = 2"
+    );
     let escape = read_text(&s, &token, "hostile://escape/1").await;
     assert!(escape.starts_with("query: Error::Failed("), "{escape}");
     assert!(!std::path::Path::new("/tmp/emseepea-escape.db").exists());
@@ -185,7 +347,11 @@ async fn statements_are_bounded_and_confined_to_their_file() {
 fn notes_db(rows: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = rusqlite::Connection::open(dir.path().join("notes.sqlite")).unwrap();
-    conn.execute_batch(&std::fs::read_to_string(root().join("guest-examples/python-notes/sql/schema.sql")).unwrap()).unwrap();
+    conn.execute_batch(
+        &std::fs::read_to_string(root().join("guest-examples/python-notes/sql/schema.sql"))
+            .unwrap(),
+    )
+    .unwrap();
     let tx = conn.transaction().unwrap();
     for i in 0..rows {
         let owner = if i % 4 == 3 { "bob" } else { "alice" };
@@ -203,10 +369,20 @@ async fn traverse(url: &str, token: &str) -> Vec<String> {
     let mut cursor: Option<String> = None;
     let mut uris = Vec::new();
     loop {
-        let params = cursor.as_ref().map_or(json!({}), |c| json!({ "cursor": c }));
-        let v = modern(url, Some(token), json!(1), "resources/list", params).await.json();
+        let params = cursor
+            .as_ref()
+            .map_or(json!({}), |c| json!({ "cursor": c }));
+        let v = modern(url, Some(token), json!(1), "resources/list", params)
+            .await
+            .json();
         assert!(v.get("result").is_some(), "{v}");
-        uris.extend(v["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap().to_owned()));
+        uris.extend(
+            v["result"]["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["uri"].as_str().unwrap().to_owned()),
+        );
         match v["result"]["nextCursor"].as_str() {
             Some(c) => cursor = Some(c.into()),
             None => return uris,
@@ -219,36 +395,90 @@ async fn python_notes_end_to_end() {
     let dir = notes_db(10_000);
     let db = dir.path().join("notes.sqlite");
     let manifest = std::fs::read_to_string(root().join("target/guests/python-notes.toml")).unwrap();
-    let s = server().config(&format!("[databases.notes]\nfile = \"{}\"\n", db.display())).source("python-notes", "python-notes", &manifest).start();
+    let s = server()
+        .config(&format!("[databases.notes]\nfile = \"{}\"\n", db.display()))
+        .source("python-notes", "python-notes", &manifest)
+        .start();
     let alice = s.token(Some("alice"), "notes:read");
     let bob = s.token(Some("bob"), "notes:read");
     let uris = traverse(&s.url, &alice).await;
     assert_eq!(uris.len(), 7_500);
-    assert_eq!(uris.iter().collect::<HashSet<_>>().len(), 7_500, "every row once");
+    assert_eq!(
+        uris.iter().collect::<HashSet<_>>().len(),
+        7_500,
+        "every row once"
+    );
     assert_eq!(read_text(&s, &alice, "notes://notes/n0").await, "note n0");
-    let nf = modern(&s.url, Some(&bob), json!(1), "resources/read", json!({"uri":"notes://notes/n0"})).await.json();
-    assert_eq!(nf["error"]["code"], -32602, "bob cannot read alice's note: {nf}");
+    let nf = modern(
+        &s.url,
+        Some(&bob),
+        json!(1),
+        "resources/read",
+        json!({"uri":"notes://notes/n0"}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        nf["error"]["code"], -32602,
+        "bob cannot read alice's note: {nf}"
+    );
     // A deletion between pages shows on the next page.
-    let first = modern(&s.url, Some(&bob), json!(1), "resources/list", json!({})).await.json();
+    let first = modern(&s.url, Some(&bob), json!(1), "resources/list", json!({}))
+        .await
+        .json();
     let cursor = first["result"]["nextCursor"].as_str().unwrap().to_owned();
-    let last_of_first: Value = first["result"]["resources"].as_array().unwrap().last().unwrap().clone();
+    let last_of_first: Value = first["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last_of_first["uri"], "notes://notes/n199");
-    rusqlite::Connection::open(&db).unwrap().execute("DELETE FROM notes WHERE id = 'n203'", []).unwrap();
-    let second = modern(&s.url, Some(&bob), json!(1), "resources/list", json!({ "cursor": cursor })).await.json();
-    let ids: Vec<&str> = second["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("DELETE FROM notes WHERE id = 'n203'", [])
+        .unwrap();
+    let second = modern(
+        &s.url,
+        Some(&bob),
+        json!(1),
+        "resources/list",
+        json!({ "cursor": cursor }),
+    )
+    .await
+    .json();
+    let ids: Vec<&str> = second["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
     assert_eq!(ids[0], "notes://notes/n207", "n203 was deleted");
 }
 
 #[tokio::test]
 async fn javascript_catalog_end_to_end() {
     let manifest = std::fs::read_to_string(root().join("target/guests/js-catalog.toml")).unwrap();
-    let s = server().source("js-catalog", "js-catalog", &manifest).start();
+    let s = server()
+        .source("js-catalog", "js-catalog", &manifest)
+        .start();
     let token = s.token(Some("alice"), "catalog:read");
     let uris = traverse(&s.url, &token).await;
     assert_eq!(uris.len(), 500);
     assert_eq!(uris.iter().collect::<HashSet<_>>().len(), 500);
     assert_eq!(uris[499], "jscat://items/0000000500");
-    assert_eq!(read_text(&s, &token, "jscat://items/0000000042").await, "Item 42 of the JavaScript catalog.\n");
-    let nf = modern(&s.url, Some(&token), json!(1), "resources/read", json!({"uri":"jscat://items/0000009999"})).await.json();
+    assert_eq!(
+        read_text(&s, &token, "jscat://items/0000000042").await,
+        "Item 42 of the JavaScript catalog.\n"
+    );
+    let nf = modern(
+        &s.url,
+        Some(&token),
+        json!(1),
+        "resources/read",
+        json!({"uri":"jscat://items/0000009999"}),
+    )
+    .await
+    .json();
     assert_eq!(nf["error"]["code"], -32602);
 }

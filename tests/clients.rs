@@ -12,15 +12,25 @@ use support::*;
 
 fn installed(rel: &str) -> PathBuf {
     let p = root().join(rel);
-    assert!(p.exists(), "{} is missing: run `cargo xtask clients` (or `cargo xtask test`)", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask clients` (or `cargo xtask test`)",
+        p.display()
+    );
     p
 }
 
 fn run_json(cmd: &mut Command) -> Value {
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "client failed ({}):\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    assert!(
+        out.status.success(),
+        "client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 /// A 1,000-item catalog behind dev-mode auth, with the conformance fixtures.
@@ -44,14 +54,41 @@ const SAMPLES: [&str; 4] = [
 
 /// Every URI exactly once; samples read; templates listed.
 fn check_traversal(out: &Value) {
-    let uris: Vec<&str> = out["uris"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    let uris: Vec<&str> = out["uris"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
     assert_eq!(uris.len(), 1002, "pages: {}", out["pages"]);
-    assert_eq!(uris.iter().collect::<HashSet<_>>().len(), 1002, "a URI was listed twice");
-    assert_eq!(&uris[..3], ["test://static-text", "test://static-binary", "catalog://catalog/items/0000000001"]);
+    assert_eq!(
+        uris.iter().collect::<HashSet<_>>().len(),
+        1002,
+        "a URI was listed twice"
+    );
+    assert_eq!(
+        &uris[..3],
+        [
+            "test://static-text",
+            "test://static-binary",
+            "catalog://catalog/items/0000000001"
+        ]
+    );
     assert_eq!(out["pages"], 21, "50 per page");
-    assert_eq!(out["reads"][SAMPLES[1]], "Item 500 of the catalog catalog.\n");
-    assert!(out["reads"][SAMPLES[3]].as_str().unwrap().contains("\"id\":\"123\""));
-    assert_eq!(out["templates"], serde_json::json!(["catalog://catalog/items/{id}", "test://template/{id}/data"]));
+    assert_eq!(
+        out["reads"][SAMPLES[1]],
+        "Item 500 of the catalog catalog.\n"
+    );
+    assert!(
+        out["reads"][SAMPLES[3]]
+            .as_str()
+            .unwrap()
+            .contains("\"id\":\"123\"")
+    );
+    assert_eq!(
+        out["templates"],
+        serde_json::json!(["catalog://catalog/items/{id}", "test://template/{id}/data"])
+    );
 }
 
 fn python(venv: &str, script: &str) -> Command {
@@ -74,7 +111,10 @@ fn python_sdk_2_probes_discover_and_speaks_2026_07_28() {
     assert_eq!(out["protocol"], "2026-07-28");
     assert_eq!(out["missing"], -32602);
     check_traversal(&out);
-    assert!(s.log_lines_with("session initialized") == 0, "the modern client opened no session");
+    assert!(
+        s.log_lines_with("session initialized") == 0,
+        "the modern client opened no session"
+    );
 }
 
 #[test]
@@ -91,7 +131,15 @@ fn python_sdk_2_in_the_legacy_handshake() {
     assert_eq!(out["missing"], -32002);
     check_traversal(&out);
     // The client closed its session (DELETE).
-    assert!(s.wait_for_log(&["session ended by the client"], std::time::Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.wait_for_log(
+            &["session ended by the client"],
+            std::time::Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        s.log()
+    );
 }
 
 #[test]
@@ -106,7 +154,13 @@ fn python_sdk_1() {
     let out = run_json(&mut cmd);
     assert_eq!(out["protocol"], "2025-11-25");
     check_traversal(&out);
-    assert!(s.wait_for_log(&["session ended by the client"], std::time::Duration::from_secs(5)).is_some());
+    assert!(
+        s.wait_for_log(
+            &["session ended by the client"],
+            std::time::Duration::from_secs(5)
+        )
+        .is_some()
+    );
 }
 
 #[test]
@@ -114,14 +168,39 @@ fn python_sdk_without_a_token_finds_the_authorization_servers() {
     let s = catalog_server();
     let out = run_json(python("py-mcp2", "mcp2_auth_probe.py").arg(&s.url));
     let seen = out["seen"].as_array().unwrap();
-    let first = seen.iter().find(|r| r["status"] == 401).unwrap_or_else(|| panic!("no 401: {out}"));
-    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", s.url.trim_end_matches("/mcp"));
-    assert!(first["www_authenticate"].as_str().unwrap().contains(&metadata_url), "{out}");
-    assert!(seen.iter().any(|r| r["url"] == metadata_url.as_str() && r["status"] == 200), "the SDK fetched the metadata: {out}");
+    let first = seen
+        .iter()
+        .find(|r| r["status"] == 401)
+        .unwrap_or_else(|| panic!("no 401: {out}"));
+    let metadata_url = format!(
+        "{}/.well-known/oauth-protected-resource/mcp",
+        s.url.trim_end_matches("/mcp")
+    );
+    assert!(
+        first["www_authenticate"]
+            .as_str()
+            .unwrap()
+            .contains(&metadata_url),
+        "{out}"
+    );
+    assert!(
+        seen.iter()
+            .any(|r| r["url"] == metadata_url.as_str() && r["status"] == 200),
+        "the SDK fetched the metadata: {out}"
+    );
     assert_eq!(out["resource"], s.url.as_str());
     let origin = s.url.trim_end_matches("/mcp");
-    let servers: Vec<&str> = out["authorization_servers"].as_array().unwrap().iter().map(|u| u.as_str().unwrap().trim_end_matches('/')).collect();
-    assert_eq!(servers, [origin], "dev mode advertises the server's own origin: {out}");
+    let servers: Vec<&str> = out["authorization_servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap().trim_end_matches('/'))
+        .collect();
+    assert_eq!(
+        servers,
+        [origin],
+        "dev mode advertises the server's own origin: {out}"
+    );
 }
 
 #[test]
@@ -139,7 +218,13 @@ fn typescript_sdk() {
     assert_eq!(out["protocol"], "2025-11-25");
     assert_eq!(out["missing"], -32002);
     check_traversal(&out);
-    assert!(s.wait_for_log(&["session ended by the client"], std::time::Duration::from_secs(5)).is_some());
+    assert!(
+        s.wait_for_log(
+            &["session ended by the client"],
+            std::time::Duration::from_secs(5)
+        )
+        .is_some()
+    );
 }
 
 /// The MCP conformance suite (server mode) against guest-examples/conformance.toml:
@@ -147,10 +232,16 @@ fn typescript_sdk() {
 /// README) as not applying to a resources-only server.
 #[test]
 fn conformance_suite() {
-    let node_dir = installed("tests/clients/node/node_modules").parent().unwrap().to_owned();
+    let node_dir = installed("tests/clients/node/node_modules")
+        .parent()
+        .unwrap()
+        .to_owned();
     let node22 = installed("tests/clients/node/node_modules/node/bin/node");
     let config = root().join("guest-examples/conformance.toml");
-    let p = Prepared { dir: tempfile::tempdir().unwrap(), config_path: config };
+    let p = Prepared {
+        dir: tempfile::tempdir().unwrap(),
+        config_path: config,
+    };
     let s = p.start();
     // The suite's DNS-rebinding scenario needs a localhost URL.
     let url = s.url.replace("127.0.0.1", "localhost");
@@ -158,18 +249,40 @@ fn conformance_suite() {
     let out = Command::new(node22)
         .current_dir(&node_dir)
         .arg("node_modules/.bin/conformance")
-        .args(["server", "--url", &url, "--suite", "active", "--expected-failures", "conformance-expected-failures.yml", "-o"])
+        .args([
+            "server",
+            "--url",
+            &url,
+            "--suite",
+            "active",
+            "--expected-failures",
+            "conformance-expected-failures.yml",
+            "-o",
+        ])
         .arg(&report)
         .output()
         .unwrap();
     // The suite's own summary stays in this message, not on the test output.
-    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "conformance suite failed:\n{text}");
     for scenario in [
-        "server-initialize", "ping", "logging-set-level", "resources-list", "resources-read-text",
-        "resources-read-binary", "resources-templates-read", "dns-rebinding-protection", "server-sse-multiple-streams",
+        "server-initialize",
+        "ping",
+        "logging-set-level",
+        "resources-list",
+        "resources-read-text",
+        "resources-read-binary",
+        "resources-templates-read",
+        "dns-rebinding-protection",
+        "server-sse-multiple-streams",
     ] {
-        let passed = text.lines().any(|l| l.contains('✓') && l.contains(&format!(" {scenario}:")));
+        let passed = text
+            .lines()
+            .any(|l| l.contains('✓') && l.contains(&format!(" {scenario}:")));
         assert!(passed, "{scenario} did not pass:\n{text}");
     }
 }

@@ -28,7 +28,13 @@ async fn traverse(s: &Server, token: &str) -> (Vec<String>, usize) {
         assert_schema(MODERN, "JSONRPCResultResponse", &v);
         assert_schema(MODERN, "ListResourcesResult", &v["result"]);
         pages += 1;
-        uris.extend(v["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap().to_owned()));
+        uris.extend(
+            v["result"]["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["uri"].as_str().unwrap().to_owned()),
+        );
         match v["result"]["nextCursor"].as_str() {
             Some(c) => cursor = Some(c.to_owned()),
             None => return (uris, pages),
@@ -42,7 +48,10 @@ async fn traverse(s: &Server, token: &str) -> (Vec<String>, usize) {
 async fn every_entry_rule_is_enforced_with_a_generic_error() {
     let rules: &[(&str, &str)] = &[
         ("too-many", "entries for a limit of"),
-        ("has-more-empty", "has-more is true on a page without entries"),
+        (
+            "has-more-empty",
+            "has-more is true on a page without entries",
+        ),
         ("key-empty", "key is empty or longer than 256"),
         ("key-long", "key is empty or longer than 256"),
         ("key-space", "key has a character outside printable ASCII"),
@@ -56,7 +65,10 @@ async fn every_entry_rule_is_enforced_with_a_generic_error() {
         ("source-error", "HOSTILE-SECRET connection refused"),
     ];
     for (mode, logged) in rules {
-        let s = server().hostile("sneaky", mode, "").config("[list_pagination]\npage_size = 5\n").start();
+        let s = server()
+            .hostile("sneaky", mode, "")
+            .config("[list_pagination]\npage_size = 5\n")
+            .start();
         let token = s.token(Some("alice"), "hostile:read");
         // (key-not-after: the guest's first answer says has-more, so the
         // pager asks again for the rest of the page after its key.)
@@ -64,8 +76,12 @@ async fn every_entry_rule_is_enforced_with_a_generic_error() {
         assert_eq!(a.status, 200, "{mode}");
         // No guest text, no rule name, no source name in the response.
         assert_generic_internal_error(&a, &["sneaky", logged, "10.0.0.7"]);
-        assert_eq!(a.header("cache-control").as_deref(), Some("private, max-age=0, no-store"));
-        s.wait_for_log(&["sneaky", logged], Duration::from_secs(5)).unwrap_or_else(|| panic!("{mode}: log lacks {logged:?}:\n{}", s.log()));
+        assert_eq!(
+            a.header("cache-control").as_deref(),
+            Some("private, max-age=0, no-store")
+        );
+        s.wait_for_log(&["sneaky", logged], Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("{mode}: log lacks {logged:?}:\n{}", s.log()));
     }
 }
 
@@ -73,18 +89,37 @@ async fn every_entry_rule_is_enforced_with_a_generic_error() {
 async fn a_full_traversal_sees_every_entry_once_in_order() {
     let s = server()
         .config("[[resources]]\nuri = \"demo://readme\"\nname = \"readme\"\ntext = \"hi\"\n")
-        .source("a-catalog", "catalog", "[config]\nname = \"one\"\nitems = \"230\"\n")
-        .source("b-catalog", "catalog", "[config]\nname = \"two\"\nitems = \"120\"\n")
+        .source(
+            "a-catalog",
+            "catalog",
+            "[config]\nname = \"one\"\nitems = \"230\"\n",
+        )
+        .source(
+            "b-catalog",
+            "catalog",
+            "[config]\nname = \"two\"\nitems = \"120\"\n",
+        )
         .start();
     let token = s.token(Some("alice"), "catalog:read");
     let (uris, pages) = traverse(&s, &token).await;
     assert_eq!(uris.len(), 1 + 230 + 120);
-    assert_eq!(uris.iter().collect::<HashSet<_>>().len(), uris.len(), "an entry was listed twice");
+    assert_eq!(
+        uris.iter().collect::<HashSet<_>>().len(),
+        uris.len(),
+        "an entry was listed twice"
+    );
     assert_eq!(uris[0], "demo://readme", "static resources come first");
     assert_eq!(uris[1], "catalog://one/items/0000000001");
     assert_eq!(uris[230], "catalog://one/items/0000000230");
-    assert_eq!(uris[231], "catalog://two/items/0000000001", "then sources in registration order");
-    assert_eq!(pages, (351usize).div_ceil(50), "pages of the default size 50");
+    assert_eq!(
+        uris[231], "catalog://two/items/0000000001",
+        "then sources in registration order"
+    );
+    assert_eq!(
+        pages,
+        (351usize).div_ceil(50),
+        "pages of the default size 50"
+    );
 }
 
 #[tokio::test]
@@ -100,7 +135,11 @@ async fn pages_stay_within_the_byte_limit_measured_on_the_wire() {
         let a = list(&s, &token, cursor.as_deref()).await;
         // The tighter limit (4096) bounds the whole JSON-RPC response body.
         assert!(a.body.len() <= 4096, "a page of {} bytes", a.body.len());
-        assert!(a.body.len() > 3000, "pages are filled up to the limit: {}", a.body.len());
+        assert!(
+            a.body.len() > 3000,
+            "pages are filled up to the limit: {}",
+            a.body.len()
+        );
         let v = a.json();
         total += v["result"]["resources"].as_array().unwrap().len();
         match v["result"]["nextCursor"].as_str() {
@@ -120,7 +159,12 @@ async fn one_entry_too_big_for_an_empty_page_is_an_error() {
     let token = s.token(Some("alice"), "hostile:read");
     let a = list(&s, &token, None).await;
     assert_generic_internal_error(&a, &["big"]);
-    assert!(s.wait_for_log(&["does not fit in an empty page"], Duration::from_secs(5)).is_some(), "{}", s.log());
+    assert!(
+        s.wait_for_log(&["does not fit in an empty page"], Duration::from_secs(5))
+            .is_some(),
+        "{}",
+        s.log()
+    );
 }
 
 #[tokio::test]
@@ -128,28 +172,55 @@ async fn the_guest_is_asked_only_for_the_slots_left() {
     // 3 static resources, then a source: a page of 5 asks the guest for 2.
     let mut cfg = String::from("[list_pagination]\npage_size = 5\n");
     for i in 0..3 {
-        cfg.push_str(&format!("[[resources]]\nuri = \"demo://s{i}\"\nname = \"s{i}\"\ntext = \"x\"\n"));
+        cfg.push_str(&format!(
+            "[[resources]]\nuri = \"demo://s{i}\"\nname = \"s{i}\"\ntext = \"x\"\n"
+        ));
     }
-    let s = server().config(&cfg).hostile("counted", "count", "[config]\nitems = \"9\"\n").start();
+    let s = server()
+        .config(&cfg)
+        .hostile("counted", "count", "[config]\nitems = \"9\"\n")
+        .start();
     let token = s.token(Some("alice"), "hostile:read");
     let v = list(&s, &token, None).await.json();
-    let names: Vec<&str> = v["result"]["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["s0", "s1", "s2", "Entry 0 (limit 2)", "Entry 1 (limit 2)"]);
+    let names: Vec<&str> = v["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["s0", "s1", "s2", "Entry 0 (limit 2)", "Entry 1 (limit 2)"]
+    );
     let c = v["result"]["nextCursor"].as_str().unwrap();
     let v = list(&s, &token, Some(c)).await.json();
-    let names: Vec<&str> = v["result"]["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names[0], "Entry 2 (limit 5)");
 }
 
 #[tokio::test]
 async fn cursors_are_bound_opaque_and_generic_when_invalid() {
-    let s = server().source("catalog", "catalog", "").config("[list_pagination]\npage_size = 10\n").start();
+    let s = server()
+        .source("catalog", "catalog", "")
+        .config("[list_pagination]\npage_size = 10\n")
+        .start();
     let alice = s.token(Some("alice"), "catalog:read");
     let first = list(&s, &alice, None).await.json();
     let cursor = first["result"]["nextCursor"].as_str().unwrap().to_owned();
-    assert!(!cursor.contains("catalog") && !cursor.contains("0000000010"), "opaque: {cursor}");
+    assert!(
+        !cursor.contains("catalog") && !cursor.contains("0000000010"),
+        "opaque: {cursor}"
+    );
     let second = list(&s, &alice, Some(&cursor)).await;
-    assert_eq!(second.json()["result"]["resources"][0]["uri"], "catalog://catalog/items/0000000011");
+    assert_eq!(
+        second.json()["result"]["resources"][0]["uri"],
+        "catalog://catalog/items/0000000011"
+    );
 
     let invalid = |a: Answer| {
         let v = a.json();
@@ -163,12 +234,19 @@ async fn cursors_are_bound_opaque_and_generic_when_invalid() {
     let alice_more = s.token(Some("alice"), "catalog:read documents:read");
     invalid(list(&s, &alice_more, Some(&cursor)).await);
     let mut flipped = cursor.clone().into_bytes();
-    flipped[cursor.len() / 2] = if flipped[cursor.len() / 2] == b'A' { b'B' } else { b'A' };
+    flipped[cursor.len() / 2] = if flipped[cursor.len() / 2] == b'A' {
+        b'B'
+    } else {
+        b'A'
+    };
     invalid(list(&s, &alice, Some(std::str::from_utf8(&flipped).unwrap())).await);
     invalid(list(&s, &alice, Some("not a cursor")).await);
     invalid(list(&s, &alice, Some("")).await);
     // A cursor from before a restart (a new key) fails too.
-    let s2 = server().source("catalog", "catalog", "").config("[list_pagination]\npage_size = 10\n").start();
+    let s2 = server()
+        .source("catalog", "catalog", "")
+        .config("[list_pagination]\npage_size = 10\n")
+        .start();
     let alice2 = s2.token(Some("alice"), "catalog:read");
     invalid(list(&s2, &alice2, Some(&cursor)).await);
 }
@@ -176,9 +254,21 @@ async fn cursors_are_bound_opaque_and_generic_when_invalid() {
 #[tokio::test]
 async fn a_token_with_scopes_for_two_of_three_sources_lists_exactly_those() {
     let s = server()
-        .source("a", "catalog", "[config]\nname = \"one\"\nitems = \"3\"\nscope = \"one:read\"\n")
-        .source("b", "catalog", "[config]\nname = \"two\"\nitems = \"3\"\nscope = \"two:read\"\n")
-        .source("c", "catalog", "[config]\nname = \"three\"\nitems = \"3\"\nscope = \"three:read\"\n")
+        .source(
+            "a",
+            "catalog",
+            "[config]\nname = \"one\"\nitems = \"3\"\nscope = \"one:read\"\n",
+        )
+        .source(
+            "b",
+            "catalog",
+            "[config]\nname = \"two\"\nitems = \"3\"\nscope = \"two:read\"\n",
+        )
+        .source(
+            "c",
+            "catalog",
+            "[config]\nname = \"three\"\nitems = \"3\"\nscope = \"three:read\"\n",
+        )
         .start();
     let token = s.token(Some("alice"), "one:read three:read");
     let (uris, _) = traverse(&s, &token).await;
@@ -186,22 +276,38 @@ async fn a_token_with_scopes_for_two_of_three_sources_lists_exactly_those() {
     assert_eq!(authorities, HashSet::from(["one", "three"]));
     assert_eq!(uris.len(), 6);
     // Skipped sources are not called at all.
-    assert_eq!(s.log_lines_with("source=\"two\" call=\"list\""), 0, "{}", s.log());
+    assert_eq!(
+        s.log_lines_with("source=\"two\" call=\"list\""),
+        0,
+        "{}",
+        s.log()
+    );
     // A token reaching none of them: 403 insufficient_scope naming the scopes.
     let none = s.token(Some("alice"), "unrelated");
     let a = list(&s, &none, None).await;
     assert_eq!(a.status, 403);
     let challenge = a.header("www-authenticate").unwrap();
-    assert!(challenge.contains("error=\"insufficient_scope\""), "{challenge}");
-    assert!(challenge.contains("scope=\"one:read three:read two:read\""), "{challenge}");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\""),
+        "{challenge}"
+    );
+    assert!(
+        challenge.contains("scope=\"one:read three:read two:read\""),
+        "{challenge}"
+    );
 }
 
 #[tokio::test]
 async fn caching_rules() {
-    let s = server().source("catalog", "catalog", "[config]\nitems = \"3\"\n").start();
+    let s = server()
+        .source("catalog", "catalog", "[config]\nitems = \"3\"\n")
+        .start();
     let token = s.token(Some("alice"), "catalog:read");
     let a = list(&s, &token, None).await;
-    assert_eq!(a.header("cache-control").as_deref(), Some("private, max-age=0, no-store"));
+    assert_eq!(
+        a.header("cache-control").as_deref(),
+        Some("private, max-age=0, no-store")
+    );
     let v = a.json();
     assert_eq!(v["result"]["ttlMs"], 0);
     assert_eq!(v["result"]["cacheScope"], "private");
@@ -209,12 +315,18 @@ async fn caching_rules() {
     // Legacy clients get the same header (the result has no caching fields).
     let mut legacy = Session::open(&s.url, "2025-06-18", Some(&token)).await;
     let a = legacy.request("resources/list", Value::Null).await;
-    assert_eq!(a.header("cache-control").as_deref(), Some("private, max-age=0, no-store"));
+    assert_eq!(
+        a.header("cache-control").as_deref(),
+        Some("private, max-age=0, no-store")
+    );
     assert!(a.json()["result"].get("ttlMs").is_none());
     assert_schema("2025-06-18", "ListResourcesResult", &a.json()["result"]);
 
     // Without inventory sources the plain behaviour stays: statics, no header.
-    let plain = server().auth(None).config("[[resources]]\nuri = \"demo://a\"\nname = \"a\"\ntext = \"x\"\n").start();
+    let plain = server()
+        .auth(None)
+        .config("[[resources]]\nuri = \"demo://a\"\nname = \"a\"\ntext = \"x\"\n")
+        .start();
     let a = modern(&plain.url, None, json!(1), "resources/list", json!({})).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert!(a.header("cache-control").is_none());
@@ -226,7 +338,10 @@ fn documents_server(rows: &[(&str, &str, &str)]) -> (Server, std::path::PathBuf)
     let dir = tempfile::tempdir().unwrap().keep();
     let db = dir.join("documents.sqlite");
     let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch(&std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap()).unwrap();
+    conn.execute_batch(
+        &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap(),
+    )
+    .unwrap();
     for (id, owner, key) in rows {
         conn.execute(
             "INSERT INTO documents (id, owner, order_key, title, body) VALUES (?1, ?2, ?3, ?1, 'text of ' || ?1)",
@@ -235,39 +350,78 @@ fn documents_server(rows: &[(&str, &str, &str)]) -> (Server, std::path::PathBuf)
         .unwrap();
     }
     let s = server()
-        .config(&format!("[list_pagination]\npage_size = 2\n[databases.documents]\nfile = \"{}\"\n", db.display()))
-        .source("documents", "documents", "[grants]\ndatabases = [\"documents\"]\n")
+        .config(&format!(
+            "[list_pagination]\npage_size = 2\n[databases.documents]\nfile = \"{}\"\n",
+            db.display()
+        ))
+        .source(
+            "documents",
+            "documents",
+            "[grants]\ndatabases = [\"documents\"]\n",
+        )
         .start();
     (s, db)
 }
 
 fn page_ids(v: &Value) -> Vec<String> {
-    v["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap().trim_start_matches("learn://documents/").to_owned()).collect()
+    v["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["uri"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("learn://documents/")
+                .to_owned()
+        })
+        .collect()
 }
 
 #[tokio::test]
 async fn pages_query_live_records_not_a_snapshot() {
-    let (s, db) = documents_server(&[("d1", "alice", "k1"), ("d2", "alice", "k2"), ("d3", "alice", "k3"), ("d4", "alice", "k4"), ("d5", "alice", "k5"), ("x1", "bob", "k0")]);
+    let (s, db) = documents_server(&[
+        ("d1", "alice", "k1"),
+        ("d2", "alice", "k2"),
+        ("d3", "alice", "k3"),
+        ("d4", "alice", "k4"),
+        ("d5", "alice", "k5"),
+        ("x1", "bob", "k0"),
+    ]);
     let token = s.token(Some("alice"), "documents:read");
     let p1 = list(&s, &token, None).await.json();
     assert_eq!(page_ids(&p1), ["d1", "d2"]);
     let c1 = p1["result"]["nextCursor"].as_str().unwrap().to_owned();
     let conn = rusqlite::Connection::open(&db).unwrap();
     // A deletion ahead of the cursor and an insertion behind it.
-    conn.execute("DELETE FROM documents WHERE id = 'd3'", []).unwrap();
+    conn.execute("DELETE FROM documents WHERE id = 'd3'", [])
+        .unwrap();
     conn.execute("INSERT INTO documents (id, owner, order_key, title, body) VALUES ('d0', 'alice', 'k1a', 'late', 'x')", []).unwrap();
     let p2 = list(&s, &token, Some(&c1)).await.json();
-    assert_eq!(page_ids(&p2), ["d4", "d5"], "deleted record gone, record inserted behind the cursor not returned");
+    assert_eq!(
+        page_ids(&p2),
+        ["d4", "d5"],
+        "deleted record gone, record inserted behind the cursor not returned"
+    );
     // Revoking access (here: moving a record to bob) removes it from later pages too.
-    conn.execute("UPDATE documents SET owner = 'bob' WHERE id = 'd5'", []).unwrap();
+    conn.execute("UPDATE documents SET owner = 'bob' WHERE id = 'd5'", [])
+        .unwrap();
     let replay = list(&s, &token, Some(&c1)).await.json();
-    assert_eq!(page_ids(&replay), ["d4"], "a replayed cursor returns the live result");
+    assert_eq!(
+        page_ids(&replay),
+        ["d4"],
+        "a replayed cursor returns the live result"
+    );
     assert!(replay["result"].get("nextCursor").is_none());
 }
 
 #[tokio::test]
 async fn documents_are_private_to_their_owner() {
-    let (s, _db) = documents_server(&[("a1", "alice", "k1"), ("a2", "alice", "k2"), ("b1", "bob", "k3")]);
+    let (s, _db) = documents_server(&[
+        ("a1", "alice", "k1"),
+        ("a2", "alice", "k2"),
+        ("b1", "bob", "k3"),
+    ]);
     let alice = s.token(Some("alice"), "documents:read");
     let bob = s.token(Some("bob"), "documents:read");
     let (a_uris, _) = traverse(&s, &alice).await;
@@ -276,7 +430,16 @@ async fn documents_are_private_to_their_owner() {
     assert_eq!(b_uris, ["learn://documents/b1"]);
     let read = |tok: String, uri: &'static str| {
         let url = s.url.clone();
-        async move { modern(&url, Some(&tok), json!(2), "resources/read", json!({ "uri": uri })).await }
+        async move {
+            modern(
+                &url,
+                Some(&tok),
+                json!(2),
+                "resources/read",
+                json!({ "uri": uri }),
+            )
+            .await
+        }
     };
     let ok = read(alice.clone(), "learn://documents/a1").await;
     assert_eq!(ok.json()["result"]["contents"][0]["text"], "text of a1");
@@ -289,7 +452,11 @@ async fn documents_are_private_to_their_owner() {
     assert_eq!(list(&s, &other, None).await.status, 403);
     let a = read(other, "learn://documents/a1").await;
     assert_eq!(a.status, 403);
-    assert!(a.header("www-authenticate").unwrap().contains("scope=\"documents:read\""));
+    assert!(
+        a.header("www-authenticate")
+            .unwrap()
+            .contains("scope=\"documents:read\"")
+    );
     // A token without a user: the guest refuses (no unrestricted fallback).
     let no_user = s.token(None, "documents:read");
     let a = list(&s, &no_user, None).await;
@@ -301,7 +468,10 @@ async fn paging_across_ten_thousand_rows_reaches_every_row_once() {
     let dir = tempfile::tempdir().unwrap().keep();
     let db = dir.join("documents.sqlite");
     let mut conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch(&std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap()).unwrap();
+    conn.execute_batch(
+        &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap(),
+    )
+    .unwrap();
     let tx = conn.transaction().unwrap();
     for i in 0..10_000 {
         let owner = if i % 10 == 0 { "bob" } else { "alice" };
@@ -313,8 +483,15 @@ async fn paging_across_ten_thousand_rows_reaches_every_row_once() {
     }
     tx.commit().unwrap();
     let s = server()
-        .config(&format!("[databases.documents]\nfile = \"{}\"\n", db.display()))
-        .source("documents", "documents", "[grants]\ndatabases = [\"documents\"]\n")
+        .config(&format!(
+            "[databases.documents]\nfile = \"{}\"\n",
+            db.display()
+        ))
+        .source(
+            "documents",
+            "documents",
+            "[grants]\ndatabases = [\"documents\"]\n",
+        )
         .start();
     let token = s.token(Some("alice"), "documents:read");
     let (uris, pages) = traverse(&s, &token).await;
@@ -329,8 +506,19 @@ async fn the_readme_example_guest_works() {
     let s = server().source("minimal", "examples/minimal", "").start();
     let alice = s.token(Some("alice"), "minimal:read");
     let bob = s.token(Some("bob"), "minimal:read");
-    assert_eq!(traverse(&s, &alice).await.0, ["minimal://records/k1", "minimal://records/k2"]);
+    assert_eq!(
+        traverse(&s, &alice).await.0,
+        ["minimal://records/k1", "minimal://records/k2"]
+    );
     assert_eq!(traverse(&s, &bob).await.0, ["minimal://records/k3"]);
-    let nf = modern(&s.url, Some(&bob), json!(1), "resources/read", json!({"uri":"minimal://records/k1"})).await.json();
+    let nf = modern(
+        &s.url,
+        Some(&bob),
+        json!(1),
+        "resources/read",
+        json!({"uri":"minimal://records/k1"}),
+    )
+    .await
+    .json();
     assert_eq!(nf["error"]["code"], -32602);
 }

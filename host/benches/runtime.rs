@@ -12,7 +12,9 @@ use emseepea::config::Config;
 use emseepea::inventory::cursor::{CursorBinding, CursorKeys, CursorState, Position};
 use emseepea::inventory::validate::{UriSet, validate_page};
 use emseepea::inventory::{Clock, SystemClock};
-use emseepea::runtime::types::{CallContext, InventoryEntry, InventoryPage, Principal, ResourceMetadata};
+use emseepea::runtime::types::{
+    CallContext, InventoryEntry, InventoryPage, Principal, ResourceMetadata,
+};
 use emseepea::runtime::{RequestScope, Runtime, SourceSet};
 use emseepea::uri_template::UriTemplate;
 use std::path::{Path, PathBuf};
@@ -20,7 +22,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 /// A config over a directory holding the given guests (copied from target/guests).
@@ -30,8 +35,16 @@ fn config_with(guests: &[&str], extra: &str) -> (tempfile::TempDir, Config) {
     std::fs::create_dir_all(&sources).unwrap();
     for g in guests {
         let from = root().join("target/guests").join(format!("{g}.wasm"));
-        assert!(from.is_file(), "{} missing: run `cargo xtask guests`", from.display());
-        let stem = Path::new(g).file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            from.is_file(),
+            "{} missing: run `cargo xtask guests`",
+            from.display()
+        );
+        let stem = Path::new(g)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         std::fs::copy(&from, sources.join(format!("{stem}.wasm"))).unwrap();
         let manifest = root().join("target/guests").join(format!("{g}.toml"));
         if manifest.is_file() {
@@ -63,7 +76,11 @@ fn context() -> CallContext {
 fn notes_db(dir: &Path) -> PathBuf {
     let db = dir.join("notes.sqlite");
     let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch(&std::fs::read_to_string(root().join("guest-examples/python-notes/sql/schema.sql")).unwrap()).unwrap();
+    conn.execute_batch(
+        &std::fs::read_to_string(root().join("guest-examples/python-notes/sql/schema.sql"))
+            .unwrap(),
+    )
+    .unwrap();
     for i in 0..200 {
         conn.execute(
             "INSERT INTO notes (id, owner, sort_key, title, body) VALUES (?1, 'alice', ?2, ?1, 'b')",
@@ -75,20 +92,32 @@ fn notes_db(dir: &Path) -> PathBuf {
 }
 
 fn guest_calls(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let db = notes_db(tmp.path());
-    let (_dir, config) = config_with(&["catalog", "js-catalog", "python-notes"], &format!("[databases.notes]\nfile = \"{}\"\n", db.display()));
+    let (_dir, config) = config_with(
+        &["catalog", "js-catalog", "python-notes"],
+        &format!("[databases.notes]\nfile = \"{}\"\n", db.display()),
+    );
     let runtime = Arc::new(Runtime::new(&config.runtime).unwrap());
     let set = rt.block_on(SourceSet::load(runtime, &config)).unwrap();
     let mut group = c.benchmark_group("guest call (fresh instance)");
-    for (name, limit) in [("catalog", 50u32), ("catalog", 1), ("js-catalog", 50), ("python-notes", 50)] {
+    for (name, limit) in [
+        ("catalog", 50u32),
+        ("catalog", 1),
+        ("js-catalog", 50),
+        ("python-notes", 50),
+    ] {
         let source = set.get(name).unwrap().clone();
         group.bench_function(format!("{name} list({limit})"), |b| {
             b.to_async(&rt).iter(|| {
                 let source = source.clone();
                 async move {
-                    let scope = RequestScope::new(Instant::now() + Duration::from_secs(10), "bench");
+                    let scope =
+                        RequestScope::new(Instant::now() + Duration::from_secs(10), "bench");
                     let page = source.list(None, limit, context(), &scope).await.unwrap();
                     assert_eq!(page.entries.len(), limit as usize);
                 }
@@ -96,8 +125,13 @@ fn guest_calls(c: &mut Criterion) {
         });
         eprintln!(
             "{name} list({limit}): fuel {} / memory {} KiB per call",
-            source.last_fuel_used.load(std::sync::atomic::Ordering::Relaxed),
-            source.last_memory_bytes.load(std::sync::atomic::Ordering::Relaxed) / 1024
+            source
+                .last_fuel_used
+                .load(std::sync::atomic::Ordering::Relaxed),
+            source
+                .last_memory_bytes
+                .load(std::sync::atomic::Ordering::Relaxed)
+                / 1024
         );
     }
     group.finish();
@@ -112,7 +146,8 @@ fn guest_calls(c: &mut Criterion) {
             let source = source.clone();
             tasks.push(tokio::spawn(async move {
                 for _ in 0..calls / 64 {
-                    let scope = RequestScope::new(Instant::now() + Duration::from_secs(10), "bench");
+                    let scope =
+                        RequestScope::new(Instant::now() + Duration::from_secs(10), "bench");
                     source.list(None, 50, context(), &scope).await.unwrap();
                 }
             }));
@@ -122,15 +157,25 @@ fn guest_calls(c: &mut Criterion) {
         }
     });
     let per_s = (calls / 64 * 64) as f64 / started.elapsed().as_secs_f64();
-    eprintln!("catalog list(50), 64 concurrent tasks on {} cores: {per_s:.0} calls/s", std::thread::available_parallelism().unwrap());
+    eprintln!(
+        "catalog list(50), 64 concurrent tasks on {} cores: {per_s:.0} calls/s",
+        std::thread::available_parallelism().unwrap()
+    );
 }
 
 fn stops(c: &mut Criterion) {
     let _ = c;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let (_dir, config) = config_with(&["hostile/hostile"], "");
     let sources = _dir.path().join("sources");
-    std::fs::write(sources.join("hostile.toml"), "[budget]\nfuel = 1_000_000_000_000\nmax_duration_ms = 60000\n[config]\nmode = \"loop\"\n").unwrap();
+    std::fs::write(
+        sources.join("hostile.toml"),
+        "[budget]\nfuel = 1_000_000_000_000\nmax_duration_ms = 60000\n[config]\nmode = \"loop\"\n",
+    )
+    .unwrap();
     let runtime = Arc::new(Runtime::new(&config.runtime).unwrap());
     let set = rt.block_on(SourceSet::load(runtime, &config)).unwrap();
     let source = set.sources[0].clone();
@@ -155,7 +200,10 @@ fn stops(c: &mut Criterion) {
         let _ = rt.block_on(task);
         late_drop.push(t.elapsed());
     }
-    for (what, mut v) in [("after its deadline", late_deadline), ("after its future is dropped", late_drop)] {
+    for (what, mut v) in [
+        ("after its deadline", late_deadline),
+        ("after its future is dropped", late_drop),
+    ] {
         v.sort();
         eprintln!(
             "looping guest stopped {what}: median {:?}, p99 {:?}, max {:?}",
@@ -168,8 +216,20 @@ fn stops(c: &mut Criterion) {
 
 fn cursors_and_validation(c: &mut Criterion) {
     let keys = CursorKeys::new(Arc::new(SystemClock));
-    let binding = CursorBinding::new(Some("app"), Some("alice"), &["documents:read".into()], Some("https://mcp.example/mcp"), &[7; 32]);
-    let state = CursorState { started_ms: SystemClock.now_ms(), position: Position::Source { index: 1, after: Some("2026-03-02T08:15:00Z#a-004".into()) } };
+    let binding = CursorBinding::new(
+        Some("app"),
+        Some("alice"),
+        &["documents:read".into()],
+        Some("https://mcp.example/mcp"),
+        &[7; 32],
+    );
+    let state = CursorState {
+        started_ms: SystemClock.now_ms(),
+        position: Position::Source {
+            index: 1,
+            after: Some("2026-03-02T08:15:00Z#a-004".into()),
+        },
+    };
     c.bench_function("cursor seal + open", |b| {
         b.iter(|| {
             let sealed = keys.seal(&state, &binding);
@@ -181,7 +241,11 @@ fn cursors_and_validation(c: &mut Criterion) {
         entries: (1..=50)
             .map(|n| InventoryEntry {
                 key: format!("{n:010}"),
-                resource: ResourceMetadata { uri: format!("catalog://catalog/items/{n:010}"), name: format!("Item {n}"), mime_type: Some("text/plain".into()) },
+                resource: ResourceMetadata {
+                    uri: format!("catalog://catalog/items/{n:010}"),
+                    name: format!("Item {n}"),
+                    mime_type: Some("text/plain".into()),
+                },
             })
             .collect(),
         has_more: true,
@@ -196,9 +260,15 @@ fn cursors_and_validation(c: &mut Criterion) {
 
 fn tokens(c: &mut Criterion) {
     use jsonwebtoken::{Algorithm, EncodingKey, Header};
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let keys = root().join("tests/fixtures/keys");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let claims = serde_json::json!({"iss":"https://issuer.test","aud":"https://mcp.test/mcp","sub":"alice","client_id":"app","scope":"a b","exp":now + 3600});
     let mut group = c.benchmark_group("token verification");
     for cached in [false, true] {
@@ -213,8 +283,14 @@ fn tokens(c: &mut Criterion) {
         );
         std::fs::write(&config.file, text).unwrap();
         let config = Config::load(&config.file).unwrap();
-        let auth = rt.block_on(Auth::new(&config, "https://mcp.test/mcp".into(), vec![])).unwrap();
-        for (alg, kid, file) in [(Algorithm::RS256, "rsa-1", "rsa.pem"), (Algorithm::ES256, "ec-1", "ec.pem"), (Algorithm::EdDSA, "ed-1", "ed25519.pem")] {
+        let auth = rt
+            .block_on(Auth::new(&config, "https://mcp.test/mcp".into(), vec![]))
+            .unwrap();
+        for (alg, kid, file) in [
+            (Algorithm::RS256, "rsa-1", "rsa.pem"),
+            (Algorithm::ES256, "ec-1", "ec.pem"),
+            (Algorithm::EdDSA, "ed-1", "ed25519.pem"),
+        ] {
             if cached && alg != Algorithm::RS256 {
                 continue;
             }
@@ -230,8 +306,15 @@ fn tokens(c: &mut Criterion) {
             let token = jsonwebtoken::encode(&header, &claims, &key).unwrap();
             let mut headers = http::HeaderMap::new();
             headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-            let name = if cached { "cached (any algorithm)".to_string() } else { format!("{alg:?}") };
-            group.bench_function(name, |b| b.to_async(&rt).iter(|| async { auth.authenticate(&headers, None).await.unwrap().unwrap() }));
+            let name = if cached {
+                "cached (any algorithm)".to_string()
+            } else {
+                format!("{alg:?}")
+            };
+            group.bench_function(name, |b| {
+                b.to_async(&rt)
+                    .iter(|| async { auth.authenticate(&headers, None).await.unwrap().unwrap() })
+            });
         }
     }
     group.finish();

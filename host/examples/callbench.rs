@@ -11,10 +11,17 @@ fn main() {
     let guest = args.get(1).cloned().unwrap_or("catalog".into());
     let calls: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20_000);
     let limit: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(50);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("s")).unwrap();
-    std::fs::copy(root.join(format!("target/guests/{guest}.wasm")), dir.path().join(format!("s/{guest}.wasm"))).unwrap();
+    std::fs::copy(
+        root.join(format!("target/guests/{guest}.wasm")),
+        dir.path().join(format!("s/{guest}.wasm")),
+    )
+    .unwrap();
     let manifest = root.join(format!("target/guests/{guest}.toml"));
     if manifest.is_file() {
         std::fs::copy(&manifest, dir.path().join(format!("s/{guest}.toml"))).unwrap();
@@ -22,12 +29,20 @@ fn main() {
     let extra = std::env::var("EXTRA").unwrap_or_default();
     std::fs::write(dir.path().join("c.toml"), format!("sources_dir = \"s\"\nstate_dir = \"st\"\ncache_dir = \"{}\"\n{extra}\n[auth]\nmode = \"dev\"\n", root.join("target/bench-cache").display())).unwrap();
     let config = Config::load(&dir.path().join("c.toml")).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let runtime = Arc::new(Runtime::new(&config.runtime).unwrap());
     let set = rt.block_on(SourceSet::load(runtime, &config)).unwrap();
     let source = set.sources[0].clone();
     let ctx = || CallContext {
-        principal: Some(Principal { subject: Some("alice".into()), client_id: "c".into(), scopes: vec!["catalog:read".into()], audience: None }),
+        principal: Some(Principal {
+            subject: Some("alice".into()),
+            client_id: "c".into(),
+            scopes: vec!["catalog:read".into()],
+            audience: None,
+        }),
         deadline_ms: 0,
     };
     for tasks in [1usize, 2, 4, 64] {
@@ -38,7 +53,8 @@ fn main() {
                 let s = source.clone();
                 hs.push(tokio::spawn(async move {
                     for _ in 0..calls / tasks {
-                        let scope = RequestScope::new(Instant::now() + Duration::from_secs(10), "b");
+                        let scope =
+                            RequestScope::new(Instant::now() + Duration::from_secs(10), "b");
                         s.list(None, limit, ctx(), &scope).await.unwrap();
                     }
                 }));
@@ -48,6 +64,10 @@ fn main() {
             }
         });
         let el = start.elapsed();
-        println!("{guest} list({limit}) x{calls} tasks={tasks}: {:.1} us/call, {:.0} calls/s", el.as_secs_f64() * 1e6 / calls as f64 * tasks as f64, calls as f64 / el.as_secs_f64());
+        println!(
+            "{guest} list({limit}) x{calls} tasks={tasks}: {:.1} us/call, {:.0} calls/s",
+            el.as_secs_f64() * 1e6 / calls as f64 * tasks as f64,
+            calls as f64 / el.as_secs_f64()
+        );
     }
 }

@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 struct Server {
@@ -36,22 +39,40 @@ impl Drop for Server {
 
 fn bin() -> PathBuf {
     let b = root().join("target/release/emseepea");
-    assert!(b.is_file(), "build it first: cargo build --release --bin emseepea");
+    assert!(
+        b.is_file(),
+        "build it first: cargo build --release --bin emseepea"
+    );
     b
 }
 
 /// Write a sources dir and config; `sources` are (stem, guest, manifest).
-fn prepare(sources: &[(&str, &str, &str)], config: &str, cache: &Path) -> (tempfile::TempDir, PathBuf) {
+fn prepare(
+    sources: &[(&str, &str, &str)],
+    config: &str,
+    cache: &Path,
+) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("sources")).unwrap();
     for (stem, guest, manifest) in sources {
-        std::fs::copy(root().join(format!("target/guests/{guest}.wasm")), dir.path().join(format!("sources/{stem}.wasm"))).unwrap();
+        std::fs::copy(
+            root().join(format!("target/guests/{guest}.wasm")),
+            dir.path().join(format!("sources/{stem}.wasm")),
+        )
+        .unwrap();
         if !manifest.is_empty() {
             std::fs::write(dir.path().join(format!("sources/{stem}.toml")), manifest).unwrap();
         }
     }
     let file = dir.path().join("c.toml");
-    std::fs::write(&file, format!("sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\n{config}", cache.display())).unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\n{config}",
+            cache.display()
+        ),
+    )
+    .unwrap();
     (dir, file)
 }
 
@@ -66,9 +87,21 @@ fn start(sources: &[(&str, &str, &str)], config: &str) -> Server {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
-    let url = line.trim().trim_start_matches("emseepea listening on ").to_owned();
-    Server { child, url, config: file, _dir: dir }
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line
+        .trim()
+        .trim_start_matches("emseepea listening on ")
+        .to_owned();
+    Server {
+        child,
+        url,
+        config: file,
+        _dir: dir,
+    }
 }
 
 fn token(s: &Server, scopes: &str) -> String {
@@ -97,14 +130,23 @@ fn modern_req(method: &str, params: Value, token: Option<&str>) -> Req {
     p["_meta"] = meta();
     let mut headers = vec![
         ("content-type".into(), "application/json".into()),
-        ("accept".into(), "application/json, text/event-stream".into()),
+        (
+            "accept".into(),
+            "application/json, text/event-stream".into(),
+        ),
         ("mcp-protocol-version".into(), "2026-07-28".into()),
         ("mcp-method".into(), method.into()),
     ];
     if let Some(t) = token {
         headers.push(("authorization".into(), format!("Bearer {t}")));
     }
-    Req { headers, body: Bytes::from(serde_json::to_vec(&json!({"jsonrpc":"2.0","id":1,"method":method,"params":p})).unwrap()) }
+    Req {
+        headers,
+        body: Bytes::from(
+            serde_json::to_vec(&json!({"jsonrpc":"2.0","id":1,"method":method,"params":p}))
+                .unwrap(),
+        ),
+    }
 }
 
 async fn send(sender: &mut http1::SendRequest<Full<Bytes>>, authority: &str, req: &Req) -> Bytes {
@@ -113,7 +155,10 @@ async fn send(sender: &mut http1::SendRequest<Full<Bytes>>, authority: &str, req
         b = b.header(k, v);
     }
     sender.ready().await.unwrap();
-    let resp = sender.send_request(b.body(Full::new(req.body.clone())).unwrap()).await.unwrap();
+    let resp = sender
+        .send_request(b.body(Full::new(req.body.clone())).unwrap())
+        .await
+        .unwrap();
     assert!(resp.status().is_success(), "status {}", resp.status());
     resp.into_body().collect().await.unwrap().to_bytes()
 }
@@ -128,7 +173,12 @@ async fn connect(authority: &str) -> http1::SendRequest<Full<Bytes>> {
 
 /// `connections` keep-alive connections sending `req` for `seconds`.
 async fn load(name: &str, url: &str, req: Req, connections: usize, seconds: u64) -> f64 {
-    let authority = url.trim_start_matches("http://").split('/').next().unwrap().to_owned();
+    let authority = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
     let stop = Instant::now() + Duration::from_secs(seconds);
     let req = Arc::new(req);
     let mut tasks = Vec::new();
@@ -166,23 +216,31 @@ async fn load(name: &str, url: &str, req: Req, connections: usize, seconds: u64)
 async fn bare_server() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let body = Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"pad\":\"{}\"}}}}", "x".repeat(6 * 1024 - 40)));
+    let body = Bytes::from(format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(6 * 1024 - 40)
+    ));
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             let _ = stream.set_nodelay(true);
             let body = body.clone();
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let body = body.clone();
-                    async move {
-                        let _ = req.into_body().collect().await;
-                        let mut r = hyper::Response::new(Full::new(body));
-                        r.headers_mut().insert("content-type", "application/json".parse().unwrap());
-                        Ok::<_, std::convert::Infallible>(r)
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                let svc = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let body = body.clone();
+                        async move {
+                            let _ = req.into_body().collect().await;
+                            let mut r = hyper::Response::new(Full::new(body));
+                            r.headers_mut()
+                                .insert("content-type", "application/json".parse().unwrap());
+                            Ok::<_, std::convert::Infallible>(r)
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
             });
         }
     });
@@ -191,13 +249,25 @@ async fn bare_server() -> String {
 
 /// Page through the whole listing with one client; (pages, entries, seconds).
 async fn traverse(url: &str, token: &str) -> (usize, usize, f64) {
-    let authority = url.trim_start_matches("http://").split('/').next().unwrap().to_owned();
+    let authority = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
     let mut sender = connect(&authority).await;
     let started = Instant::now();
     let (mut pages, mut entries, mut cursor) = (0, 0, None::<String>);
     loop {
-        let params = cursor.as_ref().map_or(json!({}), |c| json!({ "cursor": c }));
-        let body = send(&mut sender, &authority, &modern_req("resources/list", params, Some(token))).await;
+        let params = cursor
+            .as_ref()
+            .map_or(json!({}), |c| json!({ "cursor": c }));
+        let body = send(
+            &mut sender,
+            &authority,
+            &modern_req("resources/list", params, Some(token)),
+        )
+        .await;
         let v: Value = serde_json::from_slice(&body).unwrap();
         pages += 1;
         entries += v["result"]["resources"].as_array().unwrap().len();
@@ -216,7 +286,13 @@ fn check_time(config: &Path, runs: usize, clear: Option<&Path>) -> Duration {
             let _ = std::fs::remove_dir_all(c);
         }
         let t = Instant::now();
-        let st = Command::new(bin()).args(["check", "--config"]).arg(config).env("EMSEEPEA_LOG", "error").stdout(Stdio::null()).status().unwrap();
+        let st = Command::new(bin())
+            .args(["check", "--config"])
+            .arg(config)
+            .env("EMSEEPEA_LOG", "error")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
         assert!(st.success());
         times.push(t.elapsed());
     }
@@ -226,8 +302,14 @@ fn check_time(config: &Path, runs: usize, clear: Option<&Path>) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let seconds: u64 = std::env::var("SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
-    let connections: usize = std::env::var("CONNECTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
+    let seconds: u64 = std::env::var("SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let connections: usize = std::env::var("CONNECTIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
     let auth = "[auth]\nmode = \"dev\"\n";
     let mut statics50 = String::new();
     for i in 0..50 {
@@ -235,28 +317,60 @@ async fn main() {
     }
 
     if std::env::var("ONLY").as_deref() == Ok("catalog") {
-        let catalog = start(&[("catalog", "catalog", "[config]\nitems = \"10000\"\n")], auth);
+        let catalog = start(
+            &[("catalog", "catalog", "[config]\nitems = \"10000\"\n")],
+            auth,
+        );
         let t = token(&catalog, "catalog:read");
         eprintln!("server pid {}", catalog.child.id());
-        load("catalog page", &catalog.url, modern_req("resources/list", json!({}), Some(&t)), connections, seconds).await;
+        load(
+            "catalog page",
+            &catalog.url,
+            modern_req("resources/list", json!({}), Some(&t)),
+            connections,
+            seconds,
+        )
+        .await;
         return;
     }
     println!("## HTTP, {connections} keep-alive connections, {seconds} s per row\n");
     println!("| scenario | requests/s | p50 ms | p99 ms |\n|---|---|---|---|");
     let bare = bare_server().await;
-    let bare_rps = load("bare hyper, fixed 6 KiB JSON", &bare, modern_req("x", json!({}), None), connections, seconds).await;
+    let bare_rps = load(
+        "bare hyper, fixed 6 KiB JSON",
+        &bare,
+        modern_req("x", json!({}), None),
+        connections,
+        seconds,
+    )
+    .await;
     let plain = start(&[], &statics50);
     let session = {
-        let authority = plain.url.trim_start_matches("http://").split('/').next().unwrap().to_owned();
+        let authority = plain
+            .url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
         let stream = TcpStream::connect(&authority).await.unwrap();
         let (mut sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
         tokio::spawn(conn);
         let body = serde_json::to_vec(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"load","version":"1"}}})).unwrap();
         let resp = sender
-            .send_request(hyper::Request::post("/mcp").header("host", &authority).header("content-type", "application/json").body(Full::new(Bytes::from(body))).unwrap())
+            .send_request(
+                hyper::Request::post("/mcp")
+                    .header("host", &authority)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap(),
+            )
             .await
             .unwrap();
-        resp.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+        resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned()
     };
     let ping = Req {
         headers: vec![
@@ -266,34 +380,89 @@ async fn main() {
         ],
         body: Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
     };
-    load("`ping` (2025-11-25 session)", &plain.url, ping, connections, seconds).await;
-    load("`resources/list`, 50 static resources, no auth", &plain.url, modern_req("resources/list", json!({}), None), connections, seconds).await;
+    load(
+        "`ping` (2025-11-25 session)",
+        &plain.url,
+        ping,
+        connections,
+        seconds,
+    )
+    .await;
+    load(
+        "`resources/list`, 50 static resources, no auth",
+        &plain.url,
+        modern_req("resources/list", json!({}), None),
+        connections,
+        seconds,
+    )
+    .await;
     drop(plain);
     let with_auth = start(&[], &format!("{statics50}{auth}"));
     let t = token(&with_auth, "x");
-    load("`resources/list`, 50 static resources, bearer token (dev, cached)", &with_auth.url, modern_req("resources/list", json!({}), Some(&t)), connections, seconds).await;
+    load(
+        "`resources/list`, 50 static resources, bearer token (dev, cached)",
+        &with_auth.url,
+        modern_req("resources/list", json!({}), Some(&t)),
+        connections,
+        seconds,
+    )
+    .await;
     drop(with_auth);
-    let catalog = start(&[("catalog", "catalog", "[config]\nitems = \"10000\"\n")], auth);
+    let catalog = start(
+        &[("catalog", "catalog", "[config]\nitems = \"10000\"\n")],
+        auth,
+    );
     let t = token(&catalog, "catalog:read");
-    let page_rps = load("`resources/list`, 50 catalog entries (guest call), bearer token", &catalog.url, modern_req("resources/list", json!({}), Some(&t)), connections, seconds).await;
-    println!("\nThe 50-entry catalog page reaches {:.0}% of the bare server's rate.\n", page_rps / bare_rps * 100.0);
+    let page_rps = load(
+        "`resources/list`, 50 catalog entries (guest call), bearer token",
+        &catalog.url,
+        modern_req("resources/list", json!({}), Some(&t)),
+        connections,
+        seconds,
+    )
+    .await;
+    println!(
+        "\nThe 50-entry catalog page reaches {:.0}% of the bare server's rate.\n",
+        page_rps / bare_rps * 100.0
+    );
 
     println!("## Full traversals over HTTP (one client, 50 per page)\n");
     println!("| listing | pages | entries | pages/s | entries/s |\n|---|---|---|---|---|");
     let (p, e, s) = traverse(&catalog.url, &t).await;
-    println!("| catalog, 10,000 entries | {p} | {e} | {:.0} | {:.0} |", p as f64 / s, e as f64 / s);
+    println!(
+        "| catalog, 10,000 entries | {p} | {e} | {:.0} | {:.0} |",
+        p as f64 / s,
+        e as f64 / s
+    );
     drop(catalog);
     let mut statics20 = String::new();
     for i in 0..20 {
-        statics20.push_str(&format!("[[resources]]\nuri = \"demo://static/{i:03}\"\nname = \"Static {i}\"\ntext = \"x\"\n"));
+        statics20.push_str(&format!(
+            "[[resources]]\nuri = \"demo://static/{i:03}\"\nname = \"Static {i}\"\ntext = \"x\"\n"
+        ));
     }
     let two = start(
-        &[("a", "catalog", "[config]\nname = \"one\"\nitems = \"5000\"\n"), ("b", "catalog", "[config]\nname = \"two\"\nitems = \"5000\"\n")],
+        &[
+            (
+                "a",
+                "catalog",
+                "[config]\nname = \"one\"\nitems = \"5000\"\n",
+            ),
+            (
+                "b",
+                "catalog",
+                "[config]\nname = \"two\"\nitems = \"5000\"\n",
+            ),
+        ],
         &format!("{statics20}{auth}"),
     );
     let t = token(&two, "catalog:read");
     let (p, e, s) = traverse(&two.url, &t).await;
-    println!("| 20 static + two catalogs of 5,000 | {p} | {e} | {:.0} | {:.0} |", p as f64 / s, e as f64 / s);
+    println!(
+        "| 20 static + two catalogs of 5,000 | {p} | {e} | {:.0} | {:.0} |",
+        p as f64 / s,
+        e as f64 / s
+    );
     drop(two);
 
     println!("\n## Startup (`emseepea check`, median of 5)\n");
@@ -312,8 +481,18 @@ async fn main() {
     let cold = check_time(&file, 1, Some(&cold_cache));
     let warm = check_time(&file, 5, None);
     println!("| js-catalog (12 MB component) | {cold:.1?} | {warm:.0?} |");
-    let twenty: Vec<(String, String)> = (0..20).map(|i| (format!("c{i:02}"), format!("[config]\nname = \"c{i:02}\"\n"))).collect();
-    let twenty: Vec<(&str, &str, &str)> = twenty.iter().map(|(s, m)| (s.as_str(), "catalog", m.as_str())).collect();
+    let twenty: Vec<(String, String)> = (0..20)
+        .map(|i| {
+            (
+                format!("c{i:02}"),
+                format!("[config]\nname = \"c{i:02}\"\n"),
+            )
+        })
+        .collect();
+    let twenty: Vec<(&str, &str, &str)> = twenty
+        .iter()
+        .map(|(s, m)| (s.as_str(), "catalog", m.as_str()))
+        .collect();
     let (_d, file) = prepare(&twenty, auth, &cold_cache);
     let cold = check_time(&file, 5, Some(&cold_cache));
     let warm = check_time(&file, 5, None);

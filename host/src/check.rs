@@ -7,7 +7,11 @@ use std::fmt::Write;
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let loaded = crate::server::load(config).await?;
     let mut out = String::new();
-    let _ = writeln!(out, "{:<3} {:<20} {:<9} {:<5} {:<9} {:<9} {}", "#", "source", "access", "list", "discover", "cache", "uri template");
+    let _ = writeln!(
+        out,
+        "{:<3} {:<20} {:<9} {:<5} {:<9} {:<9} uri template",
+        "#", "source", "access", "list", "discover", "cache"
+    );
     for (i, s) in loaded.sources.sources.iter().enumerate() {
         let d = &s.definition;
         let _ = writeln!(
@@ -22,7 +26,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             d.uri_template.as_str()
         );
     }
-    let _ = writeln!(out, "{} source(s), {} static resource(s): ok", loaded.sources.sources.len(), loaded.statics.items.len());
+    let _ = writeln!(
+        out,
+        "{} source(s), {} static resource(s): ok",
+        loaded.sources.sources.len(),
+        loaded.statics.items.len()
+    );
     print!("{out}");
     Ok(())
 }

@@ -58,7 +58,10 @@ pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 16 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: {message}")]
@@ -172,7 +175,11 @@ pub struct BudgetConfig {
 
 impl Default for BudgetConfig {
     fn default() -> Self {
-        Self { fuel: DEFAULT_FUEL, max_duration_ms: DEFAULT_MAX_CALL_DURATION_MS, memory_bytes: DEFAULT_MEMORY_BYTES }
+        Self {
+            fuel: DEFAULT_FUEL,
+            max_duration_ms: DEFAULT_MAX_CALL_DURATION_MS,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+        }
     }
 }
 
@@ -252,7 +259,10 @@ pub struct ListPagination {
 
 impl Default for ListPagination {
     fn default() -> Self {
-        Self { page_size: DEFAULT_PAGE_SIZE, max_page_bytes: DEFAULT_MAX_PAGE_BYTES }
+        Self {
+            page_size: DEFAULT_PAGE_SIZE,
+            max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
+        }
     }
 }
 
@@ -441,7 +451,11 @@ pub struct HttpGrantLimits {
 
 impl Default for HttpGrantLimits {
     fn default() -> Self {
-        Self { max_request_bytes: 1 << 20, max_response_bytes: 4 << 20, timeout_ms: 5_000 }
+        Self {
+            max_request_bytes: 1 << 20,
+            max_response_bytes: 4 << 20,
+            timeout_ms: 5_000,
+        }
     }
 }
 
@@ -449,10 +463,14 @@ impl Config {
     /// Reads and validates a config file; relative paths are resolved against
     /// the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        let mut config: Config = toml::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: one_line(&e.to_string()) })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: one_line(&e.to_string()),
+        })?;
         config.file = path.to_owned();
         let base = path.parent().unwrap_or(Path::new("."));
         config.sources_dir = base.join(&config.sources_dir);
@@ -477,36 +495,55 @@ impl Config {
         {
             jwt.jwks_file = Some(base.join(file));
         }
-        config.validate().map_err(|message| ConfigError::Invalid { path: path.to_owned(), message })?;
+        config.validate().map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
         Ok(config)
     }
 
     fn validate(&self) -> Result<(), String> {
         let p = &self.list_pagination;
         if p.page_size == 0 || p.page_size > MAX_PAGE_SIZE {
-            return Err(format!("list_pagination.page_size must be 1..={MAX_PAGE_SIZE}, got {}", p.page_size));
+            return Err(format!(
+                "list_pagination.page_size must be 1..={MAX_PAGE_SIZE}, got {}",
+                p.page_size
+            ));
         }
         if p.max_page_bytes < 1024 || self.max_application_result_bytes < 1024 {
             return Err("list_pagination.max_page_bytes and max_application_result_bytes must be at least 1024".into());
         }
         if !self.http.endpoint.starts_with('/') {
-            return Err(format!("http.endpoint must start with '/', got {:?}", self.http.endpoint));
+            return Err(format!(
+                "http.endpoint must start with '/', got {:?}",
+                self.http.endpoint
+            ));
         }
         if self.http.request_timeout_ms == 0 {
             return Err("http.request_timeout_ms must be positive".into());
         }
         if self.runtime.epoch_tick_us == 0 || self.runtime.max_concurrent_calls == 0 {
-            return Err("runtime.epoch_tick_us and runtime.max_concurrent_calls must be positive".into());
+            return Err(
+                "runtime.epoch_tick_us and runtime.max_concurrent_calls must be positive".into(),
+            );
         }
         check_budget("budget", &self.budget, self.runtime.max_memory_bytes)?;
         for (i, r) in self.resources.iter().enumerate() {
-            let bodies = [r.text.is_some(), r.blob.is_some(), r.file.is_some()].iter().filter(|b| **b).count();
+            let bodies = [r.text.is_some(), r.blob.is_some(), r.file.is_some()]
+                .iter()
+                .filter(|b| **b)
+                .count();
             if bodies != 1 {
-                return Err(format!("resources[{i}] ({}): exactly one of text, blob or file is required", r.uri));
+                return Err(format!(
+                    "resources[{i}] ({}): exactly one of text, blob or file is required",
+                    r.uri
+                ));
             }
         }
         match self.auth.mode {
-            AuthMode::Jwt if self.auth.jwt.is_none() => return Err("auth.mode = \"jwt\" needs [auth.jwt]".into()),
+            AuthMode::Jwt if self.auth.jwt.is_none() => {
+                return Err("auth.mode = \"jwt\" needs [auth.jwt]".into());
+            }
             AuthMode::Jwt => {
                 let jwt = self.auth.jwt.as_ref().unwrap();
                 if jwt.jwks_file.is_some() == jwt.jwks_url.is_some() {
@@ -527,13 +564,17 @@ impl Config {
 
     /// The effective per-page byte bound: "The tighter byte limit applies".
     pub fn page_byte_limit(&self) -> usize {
-        self.list_pagination.max_page_bytes.min(self.max_application_result_bytes)
+        self.list_pagination
+            .max_page_bytes
+            .min(self.max_application_result_bytes)
     }
 }
 
 pub fn check_budget(what: &str, budget: &BudgetConfig, max_memory: u64) -> Result<(), String> {
     if budget.fuel == 0 || budget.max_duration_ms == 0 || budget.memory_bytes == 0 {
-        return Err(format!("{what}: fuel, max_duration_ms and memory_bytes must be positive"));
+        return Err(format!(
+            "{what}: fuel, max_duration_ms and memory_bytes must be positive"
+        ));
     }
     if budget.memory_bytes > max_memory {
         return Err(format!(
@@ -580,13 +621,15 @@ mod tests {
     fn unknown_keys_are_errors() {
         let e = parse("sources_dir = 's'\nstate_dir = 't'\npage_sise = 3\n").unwrap_err();
         assert!(e.to_string().contains("page_sise"), "{e}");
-        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[list_pagination]\npagesize = 3\n").unwrap_err();
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[list_pagination]\npagesize = 3\n")
+            .unwrap_err();
         assert!(e.to_string().contains("pagesize"), "{e}");
     }
 
     #[test]
     fn page_size_above_100_is_refused() {
-        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[list_pagination]\npage_size = 101\n").unwrap_err();
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[list_pagination]\npage_size = 101\n")
+            .unwrap_err();
         assert!(e.to_string().contains("page_size"), "{e}");
     }
 
@@ -601,7 +644,8 @@ mod tests {
 
     #[test]
     fn manifest_overrides_budget() {
-        let m: SourceManifest = toml::from_str("[budget]\nfuel = 7\n[config]\nitems = '3'\n").unwrap();
+        let m: SourceManifest =
+            toml::from_str("[budget]\nfuel = 7\n[config]\nitems = '3'\n").unwrap();
         let b = m.budget.apply(BudgetConfig::default());
         assert_eq!(b.fuel, 7);
         assert_eq!(b.memory_bytes, DEFAULT_MEMORY_BYTES);

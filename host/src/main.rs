@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "emseepea", version, about = "An MCP server hosting sandboxed WebAssembly components as resource sources")]
+#[command(
+    name = "emseepea",
+    version,
+    about = "An MCP server hosting sandboxed WebAssembly components as resource sources"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -50,22 +54,40 @@ enum Command {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("EMSEEPEA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,cranelift_codegen=warn,wasmtime=warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EMSEEPEA_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,cranelift_codegen=warn,wasmtime=warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve { config, listen } => emseepea::server::serve(Config::load(&config)?, listen).await,
+            Command::Serve { config, listen } => {
+                emseepea::server::serve(Config::load(&config)?, listen).await
+            }
             Command::Check { config } => emseepea::check::run(Config::load(&config)?).await,
-            Command::Token { config, sub, scope, client_id, ttl, audience } => {
+            Command::Token {
+                config,
+                sub,
+                scope,
+                client_id,
+                ttl,
+                audience,
+            } => {
                 let config = Config::load(&config)?;
-                let audience = audience.unwrap_or_else(|| emseepea::server::resource_url(&config, config.listen));
+                let audience = audience
+                    .unwrap_or_else(|| emseepea::server::resource_url(&config, config.listen));
                 let token = emseepea::auth::verifier::dev::mint(
                     &config,
                     &emseepea::auth::verifier::dev::TokenRequest {

@@ -28,9 +28,13 @@ pub struct Loaded {
 pub async fn load(config: Config) -> anyhow::Result<Loaded> {
     let runtime = Arc::new(Runtime::new(&config.runtime)?);
     let sources = SourceSet::load(runtime.clone(), &config).await?;
-    let statics = StaticResources::load(&config.resources).map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
+    let statics = StaticResources::load(&config.resources)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     let needs_auth = sources.any_lists()
-        || sources.sources.iter().any(|s| s.definition.access == Access::Protected)
+        || sources
+            .sources
+            .iter()
+            .any(|s| s.definition.access == Access::Protected)
         || statics.items.iter().any(|s| s.access == Access::Protected);
     if needs_auth && config.auth.mode == AuthMode::None {
         anyhow::bail!(
@@ -38,7 +42,12 @@ pub async fn load(config: Config) -> anyhow::Result<Loaded> {
             config.file.display()
         );
     }
-    Ok(Loaded { config, runtime, sources, statics })
+    Ok(Loaded {
+        config,
+        runtime,
+        sources,
+        statics,
+    })
 }
 
 /// The union of every scope a template or static resource requires.
@@ -48,7 +57,13 @@ fn all_scopes(loaded: &Loaded) -> Vec<String> {
         .sources
         .iter()
         .flat_map(|s| s.definition.required_scopes.iter().cloned())
-        .chain(loaded.statics.items.iter().flat_map(|s| s.required_scopes.iter().cloned()))
+        .chain(
+            loaded
+                .statics
+                .items
+                .iter()
+                .flat_map(|s| s.required_scopes.iter().cloned()),
+        )
         .collect();
     scopes.sort();
     scopes.dedup();
@@ -57,11 +72,18 @@ fn all_scopes(loaded: &Loaded) -> Vec<String> {
 
 /// The canonical resource URL: configured, or derived from the bound address.
 pub fn resource_url(config: &Config, bound: SocketAddr) -> String {
-    config.auth.resource.clone().unwrap_or_else(|| format!("http://{bound}{}", config.http.endpoint))
+    config
+        .auth
+        .resource
+        .clone()
+        .unwrap_or_else(|| format!("http://{bound}{}", config.http.endpoint))
 }
 
 fn origin_and_path(url: &str) -> (String, String) {
-    match url.find("://").and_then(|i| url[i + 3..].find('/').map(|j| i + 3 + j)) {
+    match url
+        .find("://")
+        .and_then(|i| url[i + 3..].find('/').map(|j| i + 3 + j))
+    {
         Some(p) => (url[..p].to_owned(), url[p..].to_owned()),
         None => (url.to_owned(), String::new()),
     }
@@ -71,11 +93,19 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
     let resource = resource_url(&loaded.config, bound);
     let auth = Auth::new(&loaded.config, resource.clone(), all_scopes(&loaded)).await?;
     if loaded.config.auth.mode == AuthMode::Dev {
-        tracing::warn!("auth mode \"dev\": tokens are minted by `emseepea token` with a local secret; never use this in production");
+        tracing::warn!(
+            "auth mode \"dev\": tokens are minted by `emseepea token` with a local secret; never use this in production"
+        );
     }
     let keys = Arc::new(CursorKeys::new(Arc::new(SystemClock)));
     let statics = Arc::new(loaded.statics);
-    let listing_sources: Vec<_> = loaded.sources.sources.iter().filter(|s| s.lists()).cloned().collect();
+    let listing_sources: Vec<_> = loaded
+        .sources
+        .sources
+        .iter()
+        .filter(|s| s.lists())
+        .cloned()
+        .collect();
     let pager = Pager::new(
         statics.clone(),
         listing_sources,
@@ -84,12 +114,20 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
         loaded.config.list_pagination.page_size,
         loaded.config.page_byte_limit(),
     );
-    let definitions: Vec<_> = loaded.sources.sources.iter().map(|s| &s.definition).collect();
+    let definitions: Vec<_> = loaded
+        .sources
+        .sources
+        .iter()
+        .map(|s| &s.definition)
+        .collect();
     let template_listing = template_listing(&definitions);
     let (resource_origin, _) = origin_and_path(&resource);
     let (_, metadata_path) = origin_and_path(&auth.metadata_url);
     let http = &loaded.config.http;
-    let sessions = Sessions::new(http.max_sessions, Duration::from_secs(http.session_idle_timeout_s));
+    let sessions = Sessions::new(
+        http.max_sessions,
+        Duration::from_secs(http.session_idle_timeout_s),
+    );
     Ok(App {
         loopback: bound.ip().is_loopback(),
         resource_origin,
@@ -110,11 +148,16 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
 pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     let addr = listen.unwrap_or(config.listen);
     let loaded = load(config).await?;
-    let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr()?;
     let app = Arc::new(build_app(loaded, bound).await?);
     let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
-    println!("emseepea listening on http://{bound}{}", app.config.http.endpoint);
+    println!(
+        "emseepea listening on http://{bound}{}",
+        app.config.http.endpoint
+    );
     use std::io::Write;
     let _ = std::io::stdout().flush();
     tracing::info!(%bound, sources = app.sources.sources.len(), "serving");
@@ -153,7 +196,9 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         }
     }
     drop(listener);
-    tracing::info!("shutting down: no new connections; waiting up to {grace:?} for in-flight requests");
+    tracing::info!(
+        "shutting down: no new connections; waiting up to {grace:?} for in-flight requests"
+    );
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(grace) => tracing::warn!("grace period over; dropping remaining requests"),

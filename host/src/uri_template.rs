@@ -28,7 +28,16 @@ enum Part {
 
 /// `Op::allows_slow` for every operator and byte, computed at compile time.
 static ALLOWED: [[bool; 256]; 8] = {
-    let ops = [Op::Simple, Op::Reserved, Op::Fragment, Op::Label, Op::Path, Op::PathParam, Op::Query, Op::QueryContinuation];
+    let ops = [
+        Op::Simple,
+        Op::Reserved,
+        Op::Fragment,
+        Op::Label,
+        Op::Path,
+        Op::PathParam,
+        Op::Query,
+        Op::QueryContinuation,
+    ];
     let mut table = [[false; 256]; 8];
     let mut o = 0;
     while o < 8 {
@@ -70,7 +79,26 @@ const fn is_unreserved(b: u8) -> bool {
 }
 
 const fn is_reserved(b: u8) -> bool {
-    matches!(b, b':' | b'/' | b'?' | b'#' | b'[' | b']' | b'@' | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=')
+    matches!(
+        b,
+        b':' | b'/'
+            | b'?'
+            | b'#'
+            | b'['
+            | b']'
+            | b'@'
+            | b'!'
+            | b'$'
+            | b'&'
+            | b'\''
+            | b'('
+            | b')'
+            | b'*'
+            | b'+'
+            | b','
+            | b';'
+            | b'='
+    )
 }
 
 fn is_varchar(b: u8) -> bool {
@@ -123,10 +151,9 @@ impl UriTemplate {
             let b = bytes[i];
             match b {
                 b'{' => {
-                    let end = source[i..]
-                        .find('}')
-                        .map(|e| i + e)
-                        .ok_or_else(|| TemplateError(format!("unclosed expression at offset {i}")))?;
+                    let end = source[i..].find('}').map(|e| i + e).ok_or_else(|| {
+                        TemplateError(format!("unclosed expression at offset {i}"))
+                    })?;
                     if !literal.is_empty() {
                         parts.push(Part::Literal(std::mem::take(&mut literal)));
                     }
@@ -134,8 +161,21 @@ impl UriTemplate {
                     i = end + 1;
                 }
                 b'}' => return Err(TemplateError(format!("unexpected '}}' at offset {i}"))),
-                b if b.is_ascii_control() || b == b' ' || b == b'"' || b == b'\'' || b == b'<' || b == b'>' || b == b'\\' || b == b'^' || b == b'`' || b == b'|' => {
-                    return Err(TemplateError(format!("character {:?} not allowed in a template literal", b as char)));
+                b if b.is_ascii_control()
+                    || b == b' '
+                    || b == b'"'
+                    || b == b'\''
+                    || b == b'<'
+                    || b == b'>'
+                    || b == b'\\'
+                    || b == b'^'
+                    || b == b'`'
+                    || b == b'|' =>
+                {
+                    return Err(TemplateError(format!(
+                        "character {:?} not allowed in a template literal",
+                        b as char
+                    )));
                 }
                 _ => {
                     literal.push(b);
@@ -147,7 +187,11 @@ impl UriTemplate {
             parts.push(Part::Literal(literal));
         }
         let nfa = Nfa::build(&parts);
-        Ok(UriTemplate { source: source.to_owned(), parts, nfa })
+        Ok(UriTemplate {
+            source: source.to_owned(),
+            parts,
+            nfa,
+        })
     }
 
     pub fn as_str(&self) -> &str {
@@ -156,7 +200,10 @@ impl UriTemplate {
 
     /// Number of expressions (`{...}`) in the template.
     pub fn expression_count(&self) -> usize {
-        self.parts.iter().filter(|p| matches!(p, Part::Expression { .. })).count()
+        self.parts
+            .iter()
+            .filter(|p| matches!(p, Part::Expression { .. }))
+            .count()
     }
 
     /// Whether some expansion of the template is exactly `uri`: one pass
@@ -258,8 +305,18 @@ impl Nfa {
             Some(Part::Literal(bytes)) => bytes.clone(),
             _ => Vec::new(),
         };
-        let closure_small = if words == 1 { closure.iter().map(|c| c[0]).collect() } else { Vec::new() };
-        Nfa { prefix, closure_small, states, closure, words }
+        let closure_small = if words == 1 {
+            closure.iter().map(|c| c[0]).collect()
+        } else {
+            Vec::new()
+        };
+        Nfa {
+            prefix,
+            closure_small,
+            states,
+            closure,
+            words,
+        }
     }
 
     fn accepts(&self, set: &[u64]) -> bool {
@@ -341,7 +398,9 @@ fn parse_expression(body: &str, offset: usize) -> Result<Part, TemplateError> {
         Some(b'?') => (Op::Query, &body[1..]),
         Some(b'&') => (Op::QueryContinuation, &body[1..]),
         Some(b'=' | b',' | b'!' | b'@' | b'|') => {
-            return Err(TemplateError(format!("reserved operator in expression at offset {offset}")));
+            return Err(TemplateError(format!(
+                "reserved operator in expression at offset {offset}"
+            )));
         }
         _ => (Op::Simple, body),
     };
@@ -350,16 +409,27 @@ fn parse_expression(body: &str, offset: usize) -> Result<Part, TemplateError> {
         let name = if let Some(n) = spec.strip_suffix('*') {
             n
         } else if let Some((n, len)) = spec.split_once(':') {
-            let ok = !len.is_empty() && len.len() <= 4 && len.bytes().all(|b| b.is_ascii_digit()) && !len.starts_with('0');
+            let ok = !len.is_empty()
+                && len.len() <= 4
+                && len.bytes().all(|b| b.is_ascii_digit())
+                && !len.starts_with('0');
             if !ok {
-                return Err(TemplateError(format!("bad prefix modifier in expression at offset {offset}")));
+                return Err(TemplateError(format!(
+                    "bad prefix modifier in expression at offset {offset}"
+                )));
             }
             n
         } else {
             spec
         };
-        if name.is_empty() || !name.bytes().all(is_varchar) || name.starts_with('.') || name.ends_with('.') {
-            return Err(TemplateError(format!("bad variable name {name:?} in expression at offset {offset}")));
+        if name.is_empty()
+            || !name.bytes().all(is_varchar)
+            || name.starts_with('.')
+            || name.ends_with('.')
+        {
+            return Err(TemplateError(format!(
+                "bad variable name {name:?} in expression at offset {offset}"
+            )));
         }
         vars.push(name.to_owned());
     }
@@ -437,7 +507,9 @@ mod tests {
                     None => 0,
                 };
                 let mut end = body;
-                while end < uri.len() && (op.allows(uri[end]) || (end > 0 && op.prefix() == Some(uri[end]))) {
+                while end < uri.len()
+                    && (op.allows(uri[end]) || (end > 0 && op.prefix() == Some(uri[end])))
+                {
                     end += 1;
                 }
                 // At least one character: the prefix, or the value itself.

@@ -13,14 +13,21 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_emseepea");
 
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 /// A built guest: target/guests/<rel>.wasm. The guests are built by
 /// `cargo xtask guests` (which `cargo xtask test` runs first).
 pub fn guest(rel: &str) -> PathBuf {
     let p = root().join("target/guests").join(format!("{rel}.wasm"));
-    assert!(p.is_file(), "{} is missing: run `cargo xtask guests` (or `cargo xtask test`) first", p.display());
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo xtask guests` (or `cargo xtask test`) first",
+        p.display()
+    );
     p
 }
 
@@ -40,7 +47,12 @@ pub struct ServerBuilder {
 }
 
 pub fn server() -> ServerBuilder {
-    ServerBuilder { sources: Vec::new(), config: String::new(), auth: Some("[auth]\nmode = \"dev\"\n".into()), files: Vec::new() }
+    ServerBuilder {
+        sources: Vec::new(),
+        config: String::new(),
+        auth: Some("[auth]\nmode = \"dev\"\n".into()),
+        files: Vec::new(),
+    }
 }
 
 impl ServerBuilder {
@@ -123,8 +135,16 @@ pub struct Prepared {
 impl Prepared {
     /// Run `emseepea check`: (success, stdout + stderr).
     pub fn check(&self) -> (bool, String) {
-        let out = Command::new(BIN).args(["check", "--config"]).arg(&self.config_path).output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(BIN)
+            .args(["check", "--config"])
+            .arg(&self.config_path)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         (out.status.success(), text)
     }
 
@@ -145,7 +165,10 @@ impl Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&prepared.config_path)
-            .env("EMSEEPEA_LOG", "info,emseepea=debug,cranelift_codegen=warn,wasmtime=warn")
+            .env(
+                "EMSEEPEA_LOG",
+                "info,emseepea=debug,cranelift_codegen=warn,wasmtime=warn",
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -175,7 +198,12 @@ impl Server {
                 panic!("server did not start:\n{}", log.lock().unwrap().join("\n"));
             }
         };
-        Server { child, url, prepared, log }
+        Server {
+            child,
+            url,
+            prepared,
+            log,
+        }
     }
 
     pub fn log(&self) -> String {
@@ -186,7 +214,13 @@ impl Server {
     pub fn wait_for_log(&self, needles: &[&str], timeout: Duration) -> Option<String> {
         let start = Instant::now();
         loop {
-            if let Some(line) = self.log.lock().unwrap().iter().find(|l| needles.iter().all(|n| l.contains(n))) {
+            if let Some(line) = self
+                .log
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| needles.iter().all(|n| l.contains(n)))
+            {
                 return Some(line.clone());
             }
             if start.elapsed() > timeout {
@@ -197,18 +231,29 @@ impl Server {
     }
 
     pub fn log_lines_with(&self, needle: &str) -> usize {
-        self.log.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
     }
 
     /// A dev token for this server's audience.
     pub fn token(&self, sub: Option<&str>, scopes: &str) -> String {
         let mut cmd = Command::new(BIN);
-        cmd.args(["token", "--config"]).arg(&self.prepared.config_path).args(["--scope", scopes, "--audience", &self.url]);
+        cmd.args(["token", "--config"])
+            .arg(&self.prepared.config_path)
+            .args(["--scope", scopes, "--audience", &self.url]);
         if let Some(s) = sub {
             cmd.args(["--sub", s]);
         }
         let out = cmd.output().unwrap();
-        assert!(out.status.success(), "token: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "token: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
@@ -224,18 +269,29 @@ impl Server {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(start.elapsed() < Duration::from_secs(30), "server did not exit after SIGTERM");
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "server did not exit after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
 
     pub fn host_port(&self) -> String {
-        self.url.trim_start_matches("http://").split('/').next().unwrap().to_owned()
+        self.url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned()
     }
 }
 
 fn unsafe_kill(pid: u32, signal: &str) {
-    let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status();
 }
 
 impl Drop for Server {
@@ -255,19 +311,25 @@ pub struct Answer {
 
 impl Answer {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).map(|v| v.to_str().unwrap().to_owned())
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
     }
 }
 
 pub fn http() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
 }
 
 /// POST a raw body with headers.
@@ -287,7 +349,11 @@ pub async fn post(url: &str, headers: &[(&str, &str)], body: impl Into<Vec<u8>>)
         req = req.header("accept", "application/json, text/event-stream");
     }
     let resp = req.send().await.expect("POST");
-    let answer = Answer { status: resp.status().as_u16(), headers: resp.headers().clone(), body: resp.bytes().await.unwrap().to_vec() };
+    let answer = Answer {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body: resp.bytes().await.unwrap().to_vec(),
+    };
     validate_message(headers, &answer);
     answer
 }
@@ -299,7 +365,9 @@ fn validate_message(request_headers: &[(&str, &str)], answer: &Answer) {
     if answer.header("content-type").as_deref() != Some("application/json") {
         return;
     }
-    let Ok(v) = serde_json::from_slice::<Value>(&answer.body) else { return };
+    let Ok(v) = serde_json::from_slice::<Value>(&answer.body) else {
+        return;
+    };
     if v.get("jsonrpc").is_none() {
         return; // OAuth-style error bodies of 401/403 answers
     }
@@ -310,15 +378,27 @@ fn validate_message(request_headers: &[(&str, &str)], answer: &Answer) {
         .filter(|v| ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"].contains(v))
         .unwrap_or("2025-11-25");
     let def = if version == "2025-03-26" || version == "2025-06-18" {
-        if v.get("error").is_some() { "JSONRPCError" } else { "JSONRPCResponse" }
+        if v.get("error").is_some() {
+            "JSONRPCError"
+        } else {
+            "JSONRPCResponse"
+        }
     } else if v.get("error").is_some() {
         "JSONRPCErrorResponse"
     } else {
         "JSONRPCResultResponse"
     };
     // A parse error carries no id, which only the newer schemas allow.
-    let version = if v.get("id").is_none() { "2025-11-25" } else { version };
-    let def = if v.get("id").is_none() { "JSONRPCErrorResponse" } else { def };
+    let version = if v.get("id").is_none() {
+        "2025-11-25"
+    } else {
+        version
+    };
+    let def = if v.get("id").is_none() {
+        "JSONRPCErrorResponse"
+    } else {
+        def
+    };
     assert_schema(version, def, &v);
 }
 
@@ -334,14 +414,21 @@ pub fn modern_meta() -> Value {
 }
 
 /// A stateless 2026-07-28 request with the headers it needs.
-pub async fn modern(url: &str, token: Option<&str>, id: Value, method: &str, mut params: Value) -> Answer {
+pub async fn modern(
+    url: &str,
+    token: Option<&str>,
+    id: Value,
+    method: &str,
+    mut params: Value,
+) -> Answer {
     if params.is_null() {
         params = json!({});
     }
     params["_meta"] = modern_meta();
     let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
     let auth = token.map(|t| format!("Bearer {t}"));
-    let mut headers: Vec<(&str, &str)> = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
+    let mut headers: Vec<(&str, &str)> =
+        vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
     let name = params.get("uri").and_then(Value::as_str).map(String::from);
     if let Some(n) = &name {
         headers.push(("mcp-name", n));
@@ -373,9 +460,20 @@ impl Session {
         let a = post(url, &headers, serde_json::to_vec(&init).unwrap()).await;
         assert_eq!(a.status, 200, "initialize: {}", a.text());
         let id = a.header("mcp-session-id").expect("session id");
-        let v = a.json()["result"]["protocolVersion"].as_str().unwrap().to_owned();
-        let s = Session { url: url.into(), id, version: v, token: token.map(String::from), next_id: 1 };
-        let n = s.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await;
+        let v = a.json()["result"]["protocolVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let s = Session {
+            url: url.into(),
+            id,
+            version: v,
+            token: token.map(String::from),
+            next_id: 1,
+        };
+        let n = s
+            .send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .await;
         assert_eq!(n.status, 202);
         s
     }
@@ -415,24 +513,52 @@ pub fn assert_schema(version: &str, def: &str, value: &Value) {
         "2025-03-26" => "2025-06-18",
         v => v,
     };
-    static VALIDATORS: std::sync::OnceLock<Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>> = std::sync::OnceLock::new();
+    static VALIDATORS: std::sync::OnceLock<
+        Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
+    > = std::sync::OnceLock::new();
     let key = format!("{dir}#{def}");
-    let cached = VALIDATORS.get_or_init(Default::default).lock().unwrap().get(&key).cloned();
+    let cached = VALIDATORS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .get(&key)
+        .cloned();
     let validator = match cached {
         Some(v) => v,
         None => {
-            let path = root().join("tests/mcp-schema").join(dir).join("schema.json");
+            let path = root()
+                .join("tests/mcp-schema")
+                .join(dir)
+                .join("schema.json");
             let mut schema: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            let defs_key = if schema.get("$defs").is_some() { "$defs" } else { "definitions" };
-            assert!(schema[defs_key].get(def).is_some(), "{def} not in the {dir} schema");
+            let defs_key = if schema.get("$defs").is_some() {
+                "$defs"
+            } else {
+                "definitions"
+            };
+            assert!(
+                schema[defs_key].get(def).is_some(),
+                "{def} not in the {dir} schema"
+            );
             schema["$ref"] = json!(format!("#/{defs_key}/{def}"));
             let v = Arc::new(jsonschema::validator_for(&schema).unwrap());
-            VALIDATORS.get().unwrap().lock().unwrap().insert(key, v.clone());
+            VALIDATORS
+                .get()
+                .unwrap()
+                .lock()
+                .unwrap()
+                .insert(key, v.clone());
             v
         }
     };
-    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{e} at {}", e.instance_path())).collect();
-    assert!(errors.is_empty(), "{def} ({version}) invalid: {errors:?}\n{value:#}");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{def} ({version}) invalid: {errors:?}\n{value:#}"
+    );
 }
 
 /// Assert a response body is a generic JSON-RPC -32603 carrying no guest detail.
@@ -456,7 +582,8 @@ pub struct FakeHttp {
     _task: tokio::task::JoinHandle<()>,
 }
 
-pub type Responder = Arc<dyn Fn(&str, &str, &http::HeaderMap, &[u8]) -> (u16, String) + Send + Sync>;
+pub type Responder =
+    Arc<dyn Fn(&str, &str, &http::HeaderMap, &[u8]) -> (u16, String) + Send + Sync>;
 
 impl FakeHttp {
     /// Must run inside a multi-threaded tokio runtime (the server under test
@@ -469,29 +596,53 @@ impl FakeHttp {
         let hits2 = hits.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let responder = responder.clone();
                 let hits = hits2.clone();
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let responder = responder.clone();
-                        let hits = hits.clone();
-                        async move {
-                            hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                            let (parts, body) = req.into_parts();
-                            let body = body.collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
-                            let (status, text) = responder(parts.method.as_str(), parts.uri.path(), &parts.headers, &body);
-                            let mut resp = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(text)));
-                            *resp.status_mut() = http::StatusCode::from_u16(status).unwrap();
-                            resp.headers_mut().insert("content-type", http::HeaderValue::from_static("application/json"));
-                            Ok::<_, std::convert::Infallible>(resp)
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                    let service = hyper::service::service_fn(
+                        move |req: http::Request<hyper::body::Incoming>| {
+                            let responder = responder.clone();
+                            let hits = hits.clone();
+                            async move {
+                                hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                let (parts, body) = req.into_parts();
+                                let body = body
+                                    .collect()
+                                    .await
+                                    .map(|b| b.to_bytes().to_vec())
+                                    .unwrap_or_default();
+                                let (status, text) = responder(
+                                    parts.method.as_str(),
+                                    parts.uri.path(),
+                                    &parts.headers,
+                                    &body,
+                                );
+                                let mut resp = http::Response::new(http_body_util::Full::new(
+                                    bytes::Bytes::from(text),
+                                ));
+                                *resp.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                                resp.headers_mut().insert(
+                                    "content-type",
+                                    http::HeaderValue::from_static("application/json"),
+                                );
+                                Ok::<_, std::convert::Infallible>(resp)
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
                 });
             }
         });
-        FakeHttp { url, hits, _task: task }
+        FakeHttp {
+            url,
+            hits,
+            _task: task,
+        }
     }
 
     pub fn hits(&self) -> usize {

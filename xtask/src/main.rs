@@ -13,19 +13,34 @@ use std::process::{Command, ExitCode, Stdio};
 type Result<T = ()> = std::result::Result<T, String>;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 fn run(cmd: &mut Command) -> Result {
     eprintln!("xtask: {}", describe(cmd));
-    let status = cmd.status().map_err(|e| format!("{}: {e}", describe(cmd)))?;
-    if status.success() { Ok(()) } else { Err(format!("{} failed ({status})", describe(cmd))) }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{}: {e}", describe(cmd)))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{} failed ({status})", describe(cmd)))
+    }
 }
 
 fn output(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().map_err(|e| format!("{}: {e}", describe(cmd)))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{}: {e}", describe(cmd)))?;
     if !out.status.success() {
-        return Err(format!("{} failed: {}", describe(cmd), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{} failed: {}",
+            describe(cmd),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -66,9 +81,16 @@ fn main() -> ExitCode {
 /// Install the wasm32-wasip2 target when this toolchain lacks it.
 fn ensure_wasm_target() -> Result {
     let dir = root().join("guest-examples");
-    let installed = output(Command::new("rustup").current_dir(&dir).args(["target", "list", "--installed"]))?;
+    let installed =
+        output(
+            Command::new("rustup")
+                .current_dir(&dir)
+                .args(["target", "list", "--installed"]),
+        )?;
     if !installed.lines().any(|l| l.trim() == "wasm32-wasip2") {
-        run(Command::new("rustup").current_dir(&dir).args(["target", "add", "wasm32-wasip2"]))?;
+        run(Command::new("rustup")
+            .current_dir(&dir)
+            .args(["target", "add", "wasm32-wasip2"]))?;
     }
     Ok(())
 }
@@ -92,24 +114,58 @@ fn copy_if_changed(from: &Path, to: &Path) -> Result {
     Ok(())
 }
 
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Build every guest into target/guests/; returns that directory.
 fn guests() -> Result<PathBuf> {
+    build_guests(true)
+}
+
+/// With `all = false` (the demo), the Python and JavaScript guests are
+/// skipped with a note when `python3` or `npm` is missing.
+fn build_guests(all: bool) -> Result<PathBuf> {
     ensure_wasm_target()?;
     let root = root();
     let examples = root.join("guest-examples");
     let out = root.join("target/guests");
     // Run from guest-examples/ so its .cargo/config.toml (target, target-dir) applies.
-    run(cargo().current_dir(&examples).env_remove("CARGO_TARGET_DIR").args(["build", "--release", "--quiet"]))?;
+    run(cargo()
+        .current_dir(&examples)
+        .env_remove("CARGO_TARGET_DIR")
+        .args(["build", "--release", "--quiet"]))?;
     let built = root.join("target/guest-build/wasm32-wasip2/release");
     for (krate, name, sub) in RUST_GUESTS {
-        copy_if_changed(&built.join(format!("{krate}.wasm")), &out.join(sub).join(format!("{name}.wasm")))?;
+        copy_if_changed(
+            &built.join(format!("{krate}.wasm")),
+            &out.join(sub).join(format!("{name}.wasm")),
+        )?;
         let manifest = examples.join(krate.replace('_', "-")).join("manifest.toml");
         if manifest.is_file() {
             copy_if_changed(&manifest, &out.join(sub).join(format!("{name}.toml")))?;
         }
     }
-    python_guest(&out)?;
-    js_guest(&out)?;
+    if all || have(&python()) {
+        python_guest(&out)?;
+    } else {
+        eprintln!(
+            "xtask: note: no {} on this machine, so the Python guest (python-notes) is not built",
+            python()
+        );
+    }
+    if all || have("npm") {
+        js_guest(&out)?;
+    } else {
+        eprintln!(
+            "xtask: note: no npm on this machine, so the JavaScript guest (js-catalog) is not built"
+        );
+    }
     eprintln!("xtask: guests are in {}", out.display());
     Ok(out)
 }
@@ -155,13 +211,23 @@ fn venv(name: &str, requirements: &Path) -> Result<PathBuf> {
     let py = dir.join("bin/python");
     let stamp_file = dir.join(".requirements-stamp");
     let stamp = stamp_of(&[requirements.to_owned()]);
-    if py.is_file() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
+    if py.is_file() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
+    {
         return Ok(py);
     }
     if !py.is_file() {
         run(Command::new(python()).args(["-m", "venv"]).arg(&dir))?;
     }
-    run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(requirements))?;
+    run(Command::new(&py)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(requirements))?;
     std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())?;
     Ok(py)
 }
@@ -173,7 +239,12 @@ fn npm_install(dir: &Path) -> Result {
     if std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
         return Ok(());
     }
-    run(Command::new("npm").current_dir(dir).args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]))?;
+    run(Command::new("npm").current_dir(dir).args([
+        "ci",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+    ]))?;
     std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
 }
 
@@ -187,7 +258,9 @@ fn python_guest(out: &Path) -> Result {
     let target = out.join("python-notes.wasm");
     let stamp_file = out.join(".python-notes-stamp");
     let stamp = stamp_of(&[src.clone(), root.join("wit")]);
-    if target.is_file() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
+    if target.is_file()
+        && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
+    {
         return Ok(());
     }
     let py = venv("guest-tools", &src.join("requirements.txt"))?;
@@ -211,8 +284,15 @@ fn js_guest(out: &Path) -> Result {
     }
     let target = out.join("js-catalog.wasm");
     let stamp_file = out.join(".js-catalog-stamp");
-    let stamp = stamp_of(&[src.join("catalog.js"), src.join("package-lock.json"), src.join("manifest.toml"), root.join("wit")]);
-    if target.is_file() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
+    let stamp = stamp_of(&[
+        src.join("catalog.js"),
+        src.join("package-lock.json"),
+        src.join("manifest.toml"),
+        root.join("wit"),
+    ]);
+    if target.is_file()
+        && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
+    {
         return Ok(());
     }
     npm_install(&src)?;
@@ -221,7 +301,17 @@ fn js_guest(out: &Path) -> Result {
         .arg("catalog.js")
         .arg("--wit")
         .arg(root.join("wit"))
-        .args(["-n", "inventory-source", "-d", "stdio", "random", "clocks", "http", "fetch-event", "-o"])
+        .args([
+            "-n",
+            "inventory-source",
+            "-d",
+            "stdio",
+            "random",
+            "clocks",
+            "http",
+            "fetch-event",
+            "-o",
+        ])
         .arg(&target))?;
     copy_if_changed(&src.join("manifest.toml"), &out.join("js-catalog.toml"))?;
     std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
@@ -245,33 +335,53 @@ fn sqlite_from(db: &Path, sql: &[PathBuf]) -> Result {
     let conn = rusqlite::Connection::open(db).map_err(|e| e.to_string())?;
     for f in sql {
         let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
-        conn.execute_batch(&text).map_err(|e| format!("{}: {e}", f.display()))?;
+        conn.execute_batch(&text)
+            .map_err(|e| format!("{}: {e}", f.display()))?;
     }
     Ok(())
 }
 
 fn demo() -> Result {
     let root = root();
-    guests()?;
+    build_guests(false)?;
     let demo_dir = root.join("target/demo");
     let ex = root.join("guest-examples");
-    sqlite_from(&demo_dir.join("documents.sqlite"), &[ex.join("documents/sql/schema.sql"), ex.join("documents/sql/seed.sql")])?;
+    sqlite_from(
+        &demo_dir.join("documents.sqlite"),
+        &[
+            ex.join("documents/sql/schema.sql"),
+            ex.join("documents/sql/seed.sql"),
+        ],
+    )?;
     if ex.join("python-notes").is_dir() {
-        sqlite_from(&demo_dir.join("notes.sqlite"), &[ex.join("python-notes/sql/schema.sql"), ex.join("python-notes/sql/seed.sql")])?;
+        sqlite_from(
+            &demo_dir.join("notes.sqlite"),
+            &[
+                ex.join("python-notes/sql/schema.sql"),
+                ex.join("python-notes/sql/seed.sql"),
+            ],
+        )?;
     }
-    run(cargo().current_dir(&root).args(["build", "--quiet", "-p", "emseepea", "--bin", "emseepea"]))?;
+    run(cargo()
+        .current_dir(&root)
+        .args(["build", "--quiet", "-p", "emseepea", "--bin", "emseepea"]))?;
     let bin = root.join("target/debug/emseepea");
     let config = ex.join("demo.toml");
-    let token = output(Command::new(&bin).args(["token", "--config"]).arg(&config).args([
-        "--sub",
-        "alice",
-        "--scope",
-        "catalog:read documents:read notes:read",
-        "--client-id",
-        "demo-client",
-        "--ttl",
-        "86400",
-    ]))?;
+    let token = output(
+        Command::new(&bin)
+            .args(["token", "--config"])
+            .arg(&config)
+            .args([
+                "--sub",
+                "alice",
+                "--scope",
+                "catalog:read documents:read notes:read",
+                "--client-id",
+                "demo-client",
+                "--ttl",
+                "86400",
+            ]),
+    )?;
     let token = token.trim();
     let mut child = Command::new(&bin)
         .args(["serve", "--config"])
@@ -290,30 +400,47 @@ fn demo() -> Result {
             _ => return Err("the server exited before it was ready (see the log above)".into()),
         }
     };
-    println!(
-        "\n\
-emseepea is serving the demo sources (catalog, documents, python-notes, js-catalog) at {url}\n\
-\n\
-A dev token for alice (catalog:read documents:read notes:read), valid 24 h:\n\
-\n  export TOKEN={token}\n\n\
-List alice's resources (2026-07-28, stateless; page with the returned nextCursor):\n\
-\n  curl -s {url} -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n\
-    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: resources/list' -H \"Authorization: Bearer $TOKEN\" \\\n\
-    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'\n\n\
-Read one of alice's documents:\n\
-\n  curl -s {url} -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n\
-    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: resources/read' -H 'Mcp-Name: learn://documents/a-001' \\\n\
-    -H \"Authorization: Bearer $TOKEN\" \\\n\
-    -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{{\"uri\":\"learn://documents/a-001\",\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'\n\n\
-More tokens: target/debug/emseepea token --config guest-examples/demo.toml --sub bob --scope documents:read\n\
-Stop with Ctrl-C.\n"
-    );
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let headers = "-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28'";
+    let lines = [
+        String::new(),
+        format!("emseepea is serving the demo sources from target/guests at {url}"),
+        String::new(),
+        "A dev token for alice (catalog:read documents:read notes:read), valid 24 h:".into(),
+        String::new(),
+        format!("  export TOKEN={token}"),
+        String::new(),
+        "List alice's resources (2026-07-28, stateless; page by sending back nextCursor as params.cursor):".into(),
+        String::new(),
+        format!("  curl -s {url} {headers} \\"),
+        "    -H 'Mcp-Method: resources/list' -H \"Authorization: Bearer $TOKEN\" \\".into(),
+        format!("    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\",\"params\":{{{meta}}}}}'"),
+        String::new(),
+        "Read one of alice's documents:".into(),
+        String::new(),
+        format!("  curl -s {url} {headers} \\"),
+        "    -H 'Mcp-Method: resources/read' -H 'Mcp-Name: learn://documents/a-001' -H \"Authorization: Bearer $TOKEN\" \\".into(),
+        format!("    -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{{\"uri\":\"learn://documents/a-001\",{meta}}}}}'"),
+        String::new(),
+        "More tokens: target/debug/emseepea token --config guest-examples/demo.toml --sub bob --scope documents:read".into(),
+        "Stop with Ctrl-C.".into(),
+    ];
+    println!("{}", lines.join("\n"));
     let status = child.wait().map_err(|e| e.to_string())?;
-    if status.success() { Ok(()) } else { Err(format!("server exited with {status}")) }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("server exited with {status}"))
+    }
 }
 
 fn has_nextest() -> bool {
-    cargo().args(["nextest", "--version"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    cargo()
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn test(extra: &[String]) -> Result {
@@ -321,11 +448,15 @@ fn test(extra: &[String]) -> Result {
     guests()?;
     clients()?;
     if has_nextest() {
-        run(cargo().current_dir(&root).args(["nextest", "run", "--workspace", "--no-fail-fast"]).args(extra))?;
-        // nextest does not run doctests.
-        run(cargo().current_dir(&root).args(["test", "--workspace", "--doc", "--quiet"]))?;
+        run(cargo()
+            .current_dir(&root)
+            .args(["nextest", "run", "--workspace", "--no-fail-fast"])
+            .args(extra))?;
     } else {
-        run(cargo().current_dir(&root).args(["test", "--workspace", "--no-fail-fast"]).args(extra))?;
+        run(cargo()
+            .current_dir(&root)
+            .args(["test", "--workspace", "--no-fail-fast"])
+            .args(extra))?;
     }
     Ok(())
 }
@@ -334,12 +465,25 @@ fn test(extra: &[String]) -> Result {
 fn load() -> Result {
     let root = root();
     guests()?;
-    run(cargo().current_dir(&root).args(["build", "--release", "--quiet", "-p", "emseepea", "--bin", "emseepea", "--example", "loadgen"]))?;
+    run(cargo().current_dir(&root).args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "emseepea",
+        "--bin",
+        "emseepea",
+        "--example",
+        "loadgen",
+    ]))?;
     run(Command::new(root.join("target/release/examples/loadgen")).current_dir(&root))
 }
 
 fn bench(extra: &[String]) -> Result {
     let root = root();
     guests()?;
-    run(cargo().current_dir(&root).args(["bench", "-p", "emseepea"]).args(extra))
+    run(cargo()
+        .current_dir(&root)
+        .args(["bench", "-p", "emseepea"])
+        .args(extra))
 }

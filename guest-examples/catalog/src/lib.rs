@@ -27,7 +27,9 @@ fn name() -> String {
 }
 
 fn items() -> u64 {
-    config::get("items").and_then(|v| v.parse().ok()).unwrap_or(1000)
+    config::get("items")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
 }
 
 /// The zero-padded key, without core::fmt (this runs 50 times per page).
@@ -91,14 +93,19 @@ impl template::Guest for Catalog {
 }
 
 impl inventory::Guest for Catalog {
-    fn list(after: Option<String>, limit: u32, _context: CallContext) -> Result<InventoryPage, SourceError> {
+    fn list(
+        after: Option<String>,
+        limit: u32,
+        _context: CallContext,
+    ) -> Result<InventoryPage, SourceError> {
         let total = items();
         let first = match after {
             None => 1,
-            Some(key) => key
-                .parse::<u64>()
-                .map_err(|_| SourceError::Failed(format!("not a catalog key: {key:?}")))?
-                + 1,
+            Some(key) => {
+                key.parse::<u64>()
+                    .map_err(|_| SourceError::Failed(format!("not a catalog key: {key:?}")))?
+                    + 1
+            }
         };
         let end = first.saturating_add(u64::from(limit)).min(total + 1);
         let prefix = format!("catalog://{}/items/", name());
@@ -112,11 +119,18 @@ impl inventory::Guest for Catalog {
             title.push_str("Item ");
             decimal(n, &mut title);
             entries.push(InventoryEntry {
-                resource: ResourceMetadata { uri, name: title, mime_type: Some(String::from("text/plain")) },
+                resource: ResourceMetadata {
+                    uri,
+                    name: title,
+                    mime_type: Some(String::from("text/plain")),
+                },
                 key,
             });
         }
-        Ok(InventoryPage { has_more: end <= total, entries })
+        Ok(InventoryPage {
+            has_more: end <= total,
+            entries,
+        })
     }
 }
 

@@ -3,7 +3,9 @@
 
 wit_bindgen::generate!({ world: "resource-template", path: "../../wit" });
 
-use emseepea::inventory::types::{Access, CallContext, ResourceBody, ResourceContents, SourceError, Template};
+use emseepea::inventory::types::{
+    Access, CallContext, ResourceBody, ResourceContents, SourceError, Template,
+};
 use exports::emseepea::inventory::template;
 
 struct Fixture;
@@ -26,10 +28,17 @@ impl template::Guest for Fixture {
         let id = uri
             .strip_prefix("test://template/")
             .and_then(|rest| rest.strip_suffix("/data"))
-            .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+            .filter(|id| {
+                !id.is_empty()
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
             .ok_or(SourceError::NotFound)?;
         Ok(vec![ResourceContents {
-            body: ResourceBody::Text(format!("{{\"id\":\"{id}\",\"templateTest\":true,\"data\":\"Data for ID: {id}\"}}")),
+            body: ResourceBody::Text(format!(
+                "{{\"id\":\"{id}\",\"templateTest\":true,\"data\":\"Data for ID: {id}\"}}"
+            )),
             mime_type: Some("application/json".into()),
             uri,
         }])

@@ -11,12 +11,12 @@
 
 wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
 
+use emseepea::inventory::config;
 use emseepea::inventory::sqlite::{Connection, Error as DbError, Value};
 use emseepea::inventory::types::{
-    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents, ResourceMetadata,
-    SourceError, Template,
+    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents,
+    ResourceMetadata, SourceError, Template,
 };
-use emseepea::inventory::config;
 use exports::emseepea::inventory::{inventory, template};
 
 const PREFIX: &str = "learn://documents/";
@@ -76,12 +76,20 @@ impl template::Guest for Documents {
             )
             .map_err(backend)?;
         let row = rows.rows.first().ok_or(SourceError::NotFound)?;
-        Ok(vec![ResourceContents { body: ResourceBody::Text(text(&row[0])?), mime_type: Some("text/plain".into()), uri }])
+        Ok(vec![ResourceContents {
+            body: ResourceBody::Text(text(&row[0])?),
+            mime_type: Some("text/plain".into()),
+            uri,
+        }])
     }
 }
 
 impl inventory::Guest for Documents {
-    fn list(after: Option<String>, limit: u32, context: CallContext) -> Result<InventoryPage, SourceError> {
+    fn list(
+        after: Option<String>,
+        limit: u32,
+        context: CallContext,
+    ) -> Result<InventoryPage, SourceError> {
         let owner = owner(&context)?;
         // Every key is non-empty, so "" is below all of them.
         let rows = db()?
@@ -89,7 +97,11 @@ impl inventory::Guest for Documents {
                 "SELECT order_key, id, title FROM documents \
                  WHERE owner = ?1 AND order_key > ?2 AND deleted = 0 \
                  ORDER BY order_key LIMIT ?3",
-                &[Value::Text(owner.into()), Value::Text(after.unwrap_or_default()), Value::Integer(i64::from(limit) + 1)],
+                &[
+                    Value::Text(owner.into()),
+                    Value::Text(after.unwrap_or_default()),
+                    Value::Integer(i64::from(limit) + 1),
+                ],
                 limit + 1,
             )
             .map_err(backend)?;

@@ -22,8 +22,8 @@ wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
 
 use emseepea::inventory::config;
 use emseepea::inventory::types::{
-    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents, ResourceMetadata,
-    SourceError, Template,
+    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents,
+    ResourceMetadata, SourceError, Template,
 };
 use exports::emseepea::inventory::{inventory, template};
 
@@ -44,7 +44,11 @@ fn uri(id: &str) -> String {
 fn entry(key: &str, id: &str) -> InventoryEntry {
     InventoryEntry {
         key: key.into(),
-        resource: ResourceMetadata { uri: uri(id), name: format!("Entry {id}"), mime_type: Some("text/plain".into()) },
+        resource: ResourceMetadata {
+            uri: uri(id),
+            name: format!("Entry {id}"),
+            mime_type: Some("text/plain".into()),
+        },
     }
 }
 
@@ -57,7 +61,10 @@ fn recurse(depth: u64, pad: &mut [u8; 64]) -> u64 {
 }
 
 fn wall_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// Budget-breaking behaviours shared by list and read; returns only for other modes.
@@ -97,14 +104,22 @@ fn misbehave(mode: &str, context: &CallContext) {
 
 impl template::Guest for Hostile {
     fn describe() -> Template {
-        let access = if cfg("access", "protected") == "public" { Access::Public } else { Access::Protected };
+        let access = if cfg("access", "protected") == "public" {
+            Access::Public
+        } else {
+            Access::Protected
+        };
         Template {
             name: name(),
             uri_template: cfg("template", &format!("hostile://{}/{{id}}", name())),
             title: Some("Hostile source".into()),
             description: Some("Misbehaves on purpose (tests only)".into()),
             mime_type: Some("text/plain".into()),
-            required_scopes: if access == Access::Public { vec![] } else { vec![cfg("scope", "hostile:read")] },
+            required_scopes: if access == Access::Public {
+                vec![]
+            } else {
+                vec![cfg("scope", "hostile:read")]
+            },
             access,
             discoverable: cfg("discoverable", "true") == "true",
         }
@@ -114,7 +129,11 @@ impl template::Guest for Hostile {
         let mode = cfg("mode", "ok");
         misbehave(&mode, &context);
         let text = match mode.as_str() {
-            "source-error" => return Err(SourceError::Failed("HOSTILE-SECRET backend exploded at db-7".into())),
+            "source-error" => {
+                return Err(SourceError::Failed(
+                    "HOSTILE-SECRET backend exploded at db-7".into(),
+                ));
+            }
             "context" => {
                 let p = context.principal.as_ref();
                 format!(
@@ -123,27 +142,37 @@ impl template::Guest for Hostile {
                         None => "null".to_string(),
                         Some(p) => format!(
                             "{{\"subject\":{},\"clientId\":{:?},\"scopes\":{:?},\"audience\":{}}}",
-                            p.subject.as_ref().map_or("null".into(), |s| format!("{s:?}")),
+                            p.subject
+                                .as_ref()
+                                .map_or("null".into(), |s| format!("{s:?}")),
                             p.client_id,
                             p.scopes,
-                            p.audience.as_ref().map_or("null".into(), |s| format!("{s:?}")),
+                            p.audience
+                                .as_ref()
+                                .map_or("null".into(), |s| format!("{s:?}")),
                         ),
                     },
                     context.deadline_ms
                 )
             }
             "denials" => denials(),
-            "fetch" => fetch(&cfg("url", "http://127.0.0.1:1/")).unwrap_or_else(|e| format!("fetch failed: {e}")),
+            "fetch" => fetch(&cfg("url", "http://127.0.0.1:1/"))
+                .unwrap_or_else(|e| format!("fetch failed: {e}")),
             "readfile" => {
                 let path = cfg("path", "/assets/hello.txt");
                 let read = std::fs::read_to_string(&path).map_err(|e| e.kind().to_string());
-                let write = std::fs::write(format!("{path}.new"), b"x").map_err(|e| e.kind().to_string());
+                let write =
+                    std::fs::write(format!("{path}.new"), b"x").map_err(|e| e.kind().to_string());
                 format!("read={read:?}\nwrite={write:?}")
             }
             "sql" => sql(),
             _ => format!("Contents of {uri}"),
         };
-        Ok(vec![ResourceContents { uri, mime_type: Some("text/plain".into()), body: ResourceBody::Text(text) }])
+        Ok(vec![ResourceContents {
+            uri,
+            mime_type: Some("text/plain".into()),
+            body: ResourceBody::Text(text),
+        }])
     }
 }
 
@@ -154,21 +183,37 @@ fn denials() -> String {
     report.push(format!("env={}", env.len()));
     let mut line = String::new();
     let stdin = std::io::stdin().read_line(&mut line);
-    report.push(format!("stdin={}", match stdin {
-        Ok(0) => "eof".to_string(),
-        Ok(n) => format!("read {n}"),
-        Err(_) => "error".to_string(),
-    }));
+    report.push(format!(
+        "stdin={}",
+        match stdin {
+            Ok(0) => "eof".to_string(),
+            Ok(n) => format!("read {n}"),
+            Err(_) => "error".to_string(),
+        }
+    ));
     for path in ["/etc/passwd", "/", ".", "/tmp"] {
-        report.push(format!("file {path}={}", if std::fs::read_dir(path).is_ok() || std::fs::read(path).is_ok() { "open" } else { "denied" }));
+        report.push(format!(
+            "file {path}={}",
+            if std::fs::read_dir(path).is_ok() || std::fs::read(path).is_ok() {
+                "open"
+            } else {
+                "denied"
+            }
+        ));
     }
     let tcp = std::net::TcpStream::connect("127.0.0.1:1");
-    report.push(format!("tcp={}", if tcp.is_ok() { "open" } else { "denied" }));
+    report.push(format!(
+        "tcp={}",
+        if tcp.is_ok() { "open" } else { "denied" }
+    ));
     let db = emseepea::inventory::sqlite::Connection::open(&cfg("database", "documents"));
-    report.push(format!("sqlite={}", match db {
-        Ok(_) => "open".to_string(),
-        Err(e) => format!("{e:?}"),
-    }));
+    report.push(format!(
+        "sqlite={}",
+        match db {
+            Ok(_) => "open".to_string(),
+            Err(e) => format!("{e:?}"),
+        }
+    ));
     report.join("\n")
 }
 
@@ -182,12 +227,26 @@ fn fetch(url: &str) -> Result<String, String> {
         None => (rest, "/"),
     };
     let request = OutgoingRequest::new(Fields::new());
-    request.set_scheme(Some(&if scheme == "https" { Scheme::Https } else { Scheme::Http })).map_err(|_| "scheme")?;
-    request.set_authority(Some(authority)).map_err(|_| "authority")?;
-    request.set_path_with_query(Some(path)).map_err(|_| "path")?;
+    request
+        .set_scheme(Some(&if scheme == "https" {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        }))
+        .map_err(|_| "scheme")?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|_| "authority")?;
+    request
+        .set_path_with_query(Some(path))
+        .map_err(|_| "path")?;
     let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
     pending.subscribe().block();
-    let response = pending.get().ok_or("no response")?.map_err(|_| "taken")?.map_err(|e| format!("{e:?}"))?;
+    let response = pending
+        .get()
+        .ok_or("no response")?
+        .map_err(|_| "taken")?
+        .map_err(|e| format!("{e:?}"))?;
     let status = response.status();
     let body = response.consume().map_err(|_| "body")?;
     let stream = body.stream().map_err(|_| "stream")?;
@@ -217,13 +276,23 @@ fn sql() -> String {
 }
 
 impl inventory::Guest for Hostile {
-    fn list(after: Option<String>, limit: u32, context: CallContext) -> Result<InventoryPage, SourceError> {
+    fn list(
+        after: Option<String>,
+        limit: u32,
+        context: CallContext,
+    ) -> Result<InventoryPage, SourceError> {
         let mode = cfg("mode", "ok");
         misbehave(&mode, &context);
         let limit = limit as usize;
-        let page = |entries: Vec<InventoryEntry>, has_more: bool| Ok(InventoryPage { entries, has_more });
+        let page =
+            |entries: Vec<InventoryEntry>, has_more: bool| Ok(InventoryPage { entries, has_more });
         match mode.as_str() {
-            "too-many" => page((0..=limit).map(|i| entry(&format!("k{i:04}"), &format!("{i}"))).collect(), false),
+            "too-many" => page(
+                (0..=limit)
+                    .map(|i| entry(&format!("k{i:04}"), &format!("{i}")))
+                    .collect(),
+                false,
+            ),
             "has-more-empty" => page(vec![], true),
             "key-empty" => page(vec![entry("", "1")], false),
             "key-long" => page(vec![entry(&"k".repeat(257), "1")], false),
@@ -250,7 +319,9 @@ impl inventory::Guest for Hostile {
                 e.resource.mime_type = Some(format!("text/HOSTILE-SECRET{}", "m".repeat(200)));
                 page(vec![e], false)
             }
-            "source-error" => Err(SourceError::Unavailable("HOSTILE-SECRET connection refused to 10.0.0.7".into())),
+            "source-error" => Err(SourceError::Unavailable(
+                "HOSTILE-SECRET connection refused to 10.0.0.7".into(),
+            )),
             "big-entry" => {
                 // Valid, but as long as an entry may be: a 2,048-character
                 // URI and a 512-character name.
@@ -262,7 +333,9 @@ impl inventory::Guest for Hostile {
             }
             "count" => {
                 let items: u64 = cfg("items", "10").parse().unwrap_or(10);
-                let first = after.map(|a| a[1..].parse::<u64>().unwrap() + 1).unwrap_or(0);
+                let first = after
+                    .map(|a| a[1..].parse::<u64>().unwrap() + 1)
+                    .unwrap_or(0);
                 let end = (first + limit as u64).min(items);
                 let entries = (first..end)
                     .map(|i| {
@@ -275,7 +348,10 @@ impl inventory::Guest for Hostile {
             }
             _ => {
                 let all = [entry("k1", "1"), entry("k2", "2"), entry("k3", "3")];
-                let rest: Vec<_> = all.into_iter().filter(|e| after.as_deref().is_none_or(|a| e.key.as_str() > a)).collect();
+                let rest: Vec<_> = all
+                    .into_iter()
+                    .filter(|e| after.as_deref().is_none_or(|a| e.key.as_str() > a))
+                    .collect();
                 let has_more = rest.len() > limit;
                 page(rest.into_iter().take(limit).collect(), has_more)
             }

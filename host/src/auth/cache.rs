@@ -18,12 +18,21 @@ struct Inner {
 }
 
 fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 impl TokenCache {
     pub fn new(capacity: usize) -> Self {
-        Self { capacity, inner: Mutex::new(Inner { entries: HashMap::new(), order: VecDeque::new() }) }
+        Self {
+            capacity,
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+        }
     }
 
     pub fn get(&self, token: &str) -> Option<Arc<Principal>> {
@@ -47,7 +56,9 @@ impl TokenCache {
             let Inner { entries, order } = &mut *inner;
             order.retain(|k| entries.contains_key(k));
             while inner.entries.len() >= self.capacity {
-                let Some(oldest) = inner.order.pop_front() else { break };
+                let Some(oldest) = inner.order.pop_front() else {
+                    break;
+                };
                 inner.entries.remove(&oldest);
             }
         }

@@ -62,8 +62,14 @@ mod tests {
             format!("Bearer resource_metadata=\"{m}\", scope=\"a b\"")
         );
         let invalid = unauthorized(m, &AuthError::Invalid("x".into()), &[]);
-        assert!(invalid.starts_with("Bearer error=\"invalid_token\""), "{invalid}");
+        assert!(
+            invalid.starts_with("Bearer error=\"invalid_token\""),
+            "{invalid}"
+        );
         assert!(!invalid.contains('x') || invalid.contains("expired"));
-        assert!(insufficient_scope(m, &["documents:read".into()]).contains("error=\"insufficient_scope\", scope=\"documents:read\""));
+        assert!(
+            insufficient_scope(m, &["documents:read".into()])
+                .contains("error=\"insufficient_scope\", scope=\"documents:read\"")
+        );
     }
 }

@@ -6,7 +6,10 @@ use serde_json::json;
 
 /// The path-suffixed metadata URL for `resource` (RFC 9728 §3.1).
 pub fn url_for(resource: &str) -> String {
-    let (origin, path) = match resource.find("://").and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j)) {
+    let (origin, path) = match resource
+        .find("://")
+        .and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j))
+    {
         Some(p) => (&resource[..p], &resource[p..]),
         None => (resource, ""),
     };
@@ -29,7 +32,13 @@ pub fn document(resource: &str, authorization_servers: &[String], scopes: &[Stri
 mod tests {
     #[test]
     fn path_suffixed_url() {
-        assert_eq!(super::url_for("http://127.0.0.1:8787/mcp"), "http://127.0.0.1:8787/.well-known/oauth-protected-resource/mcp");
-        assert_eq!(super::url_for("https://h"), "https://h/.well-known/oauth-protected-resource");
+        assert_eq!(
+            super::url_for("http://127.0.0.1:8787/mcp"),
+            "http://127.0.0.1:8787/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            super::url_for("https://h"),
+            "https://h/.well-known/oauth-protected-resource"
+        );
     }
 }

@@ -57,13 +57,18 @@ pub struct Auth {
 impl Auth {
     /// `resource` is the canonical URL of the MCP endpoint (the token audience);
     /// `scopes` the union of scopes templates and static resources require.
-    pub async fn new(config: &Config, resource: String, scopes: Vec<String>) -> anyhow::Result<Self> {
+    pub async fn new(
+        config: &Config,
+        resource: String,
+        scopes: Vec<String>,
+    ) -> anyhow::Result<Self> {
         let a = &config.auth;
         let verifier = match a.mode {
             AuthMode::None => None,
             _ => Some(Verifier::new(config, &resource).await?),
         };
-        let authorization_servers = if a.authorization_servers.is_empty() && a.mode == AuthMode::Dev {
+        let authorization_servers = if a.authorization_servers.is_empty() && a.mode == AuthMode::Dev
+        {
             // Dev mode has no authorization server (tokens come from
             // `emseepea token`); advertise the server's own origin.
             vec![origin_of(&resource)]
@@ -71,7 +76,10 @@ impl Auth {
             a.authorization_servers.clone()
         };
         if a.mode != AuthMode::None && authorization_servers.is_empty() {
-            anyhow::bail!("{}: [auth] authorization_servers must list at least one server", config.file.display());
+            anyhow::bail!(
+                "{}: [auth] authorization_servers must list at least one server",
+                config.file.display()
+            );
         }
         let metadata_url = metadata::url_for(&resource);
         Ok(Self {
@@ -97,7 +105,11 @@ impl Auth {
     }
 
     /// The caller of a request: `Ok(None)` when no token was presented.
-    pub async fn authenticate(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Option<Arc<Principal>>, AuthError> {
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<Option<Arc<Principal>>, AuthError> {
         if !self.enabled() {
             return Ok(None);
         }
@@ -172,6 +184,9 @@ mod tests {
         assert!(has_query_token("access_token=abc"));
         assert!(has_query_token("x=1&ACCESS_TOKEN=abc"));
         assert!(!has_query_token("x=1"));
-        assert_eq!(origin_of("http://127.0.0.1:8787/mcp"), "http://127.0.0.1:8787");
+        assert_eq!(
+            origin_of("http://127.0.0.1:8787/mcp"),
+            "http://127.0.0.1:8787"
+        );
     }
 }

@@ -16,14 +16,26 @@ pub struct Principal {
 }
 
 impl Principal {
-    pub fn new(subject: Option<String>, client_id: String, mut scopes: Vec<String>, audience: Option<String>) -> Self {
+    pub fn new(
+        subject: Option<String>,
+        client_id: String,
+        mut scopes: Vec<String>,
+        audience: Option<String>,
+    ) -> Self {
         scopes.sort();
         scopes.dedup();
-        Self { subject, client_id, scopes, audience }
+        Self {
+            subject,
+            client_id,
+            scopes,
+            audience,
+        }
     }
 
     pub fn has_scope(&self, scope: &str) -> bool {
-        self.scopes.binary_search_by(|s| s.as_str().cmp(scope)).is_ok()
+        self.scopes
+            .binary_search_by(|s| s.as_str().cmp(scope))
+            .is_ok()
     }
 
     pub fn has_all(&self, scopes: &[String]) -> bool {
@@ -61,7 +73,12 @@ mod tests {
 
     #[test]
     fn scopes_are_sorted_and_checked() {
-        let p = Principal::new(None, "c".into(), vec!["b".into(), "a".into(), "b".into()], None);
+        let p = Principal::new(
+            None,
+            "c".into(),
+            vec!["b".into(), "a".into(), "b".into()],
+            None,
+        );
         assert_eq!(p.scopes, vec!["a", "b"]);
         assert!(p.has_all(&["a".into(), "b".into()]));
         assert!(!p.has_all(&["c".into()]));

@@ -4,7 +4,11 @@ use crate::auth::Principal;
 use crate::runtime::Access;
 
 /// Public: anyone. Protected: a verified caller holding every required scope.
-pub fn may_access(access: Access, required_scopes: &[String], principal: Option<&Principal>) -> bool {
+pub fn may_access(
+    access: Access,
+    required_scopes: &[String],
+    principal: Option<&Principal>,
+) -> bool {
     match access {
         Access::Public => true,
         Access::Protected => principal.is_some_and(|p| p.has_all(required_scopes)),
@@ -22,6 +26,10 @@ mod tests {
         assert!(!may_access(Access::Protected, &[], None));
         assert!(may_access(Access::Protected, &[], Some(&p)));
         assert!(may_access(Access::Protected, &["a".into()], Some(&p)));
-        assert!(!may_access(Access::Protected, &["a".into(), "b".into()], Some(&p)));
+        assert!(!may_access(
+            Access::Protected,
+            &["a".into(), "b".into()],
+            Some(&p)
+        ));
     }
 }

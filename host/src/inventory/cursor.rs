@@ -86,7 +86,9 @@ impl CursorBinding {
         field(b'a', audience);
         h.update(b"f");
         h.update(sources_fingerprint);
-        Self { digest: h.finalize().into() }
+        Self {
+            digest: h.finalize().into(),
+        }
     }
 }
 
@@ -99,7 +101,10 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64
     }
 }
 
@@ -149,12 +154,18 @@ fn fresh_key(id: u32) -> Key {
     getrandom(&mut bytes);
     let cipher = Aes256Gcm::new_from_slice(&bytes).expect("32-byte key");
     bytes.fill(0);
-    Key { id, cipher: Arc::new(cipher), seals: 0 }
+    Key {
+        id,
+        cipher: Arc::new(cipher),
+        seals: 0,
+    }
 }
 
 fn getrandom(buf: &mut [u8]) {
     use rand::TryRngCore;
-    rand::rngs::OsRng.try_fill_bytes(buf).expect("the OS random source failed");
+    rand::rngs::OsRng
+        .try_fill_bytes(buf)
+        .expect("the OS random source failed");
 }
 
 impl CursorKeys {
@@ -165,7 +176,14 @@ impl CursorKeys {
     /// Rotation after `rotate_after` seals (tests use small numbers).
     pub fn with_rotation(clock: Arc<dyn Clock>, rotate_after: u64) -> Self {
         let first_id = rand::random::<u32>();
-        Self { ring: Mutex::new(Ring { current: fresh_key(first_id), previous: None }), clock, rotate_after: rotate_after.min(ROTATE_AFTER) }
+        Self {
+            ring: Mutex::new(Ring {
+                current: fresh_key(first_id),
+                previous: None,
+            }),
+            clock,
+            rotate_after: rotate_after.min(ROTATE_AFTER),
+        }
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -179,7 +197,11 @@ impl CursorKeys {
             if ring.current.seals >= self.rotate_after {
                 let next = fresh_key(ring.current.id.wrapping_add(1));
                 let old = std::mem::replace(&mut ring.current, next);
-                ring.previous = Some(Retired { id: old.id, cipher: old.cipher, retired_ms: self.clock.now_ms() });
+                ring.previous = Some(Retired {
+                    id: old.id,
+                    cipher: old.cipher,
+                    retired_ms: self.clock.now_ms(),
+                });
             }
             ring.current.seals += 1;
             (ring.current.id, ring.current.cipher.clone())
@@ -193,7 +215,13 @@ impl CursorKeys {
         header[5..].copy_from_slice(&nonce);
         let aad = aad(&header[..5], binding);
         let ciphertext = cipher
-            .encrypt(Nonce::from_slice(&nonce), Payload { msg: &plaintext, aad: &aad })
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: &plaintext,
+                    aad: &aad,
+                },
+            )
             .expect("AES-GCM encryption cannot fail for short messages");
         let mut out = Vec::with_capacity(HEADER + ciphertext.len());
         out.extend_from_slice(&header);
@@ -208,7 +236,9 @@ impl CursorKeys {
         if cursor.len() > 512 {
             return Err(CursorError::Format);
         }
-        let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| CursorError::Encoding)?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(cursor)
+            .map_err(|_| CursorError::Encoding)?;
         if bytes.len() < HEADER + TAG + 9 || bytes[0] != VERSION {
             return Err(CursorError::Format);
         }
@@ -220,19 +250,36 @@ impl CursorKeys {
                 ring.current.cipher.clone()
             } else {
                 match &ring.previous {
-                    Some(p) if p.id == id && now.saturating_sub(p.retired_ms) <= TRAVERSAL_LIFETIME.as_millis() as u64 => p.cipher.clone(),
+                    Some(p)
+                        if p.id == id
+                            && now.saturating_sub(p.retired_ms)
+                                <= TRAVERSAL_LIFETIME.as_millis() as u64 =>
+                    {
+                        p.cipher.clone()
+                    }
                     _ => return Err(CursorError::UnknownKey),
                 }
             }
         };
         let aad = aad(&bytes[..5], binding);
         let plaintext = cipher
-            .decrypt(Nonce::from_slice(&bytes[5..HEADER]), Payload { msg: &bytes[HEADER..], aad: &aad })
+            .decrypt(
+                Nonce::from_slice(&bytes[5..HEADER]),
+                Payload {
+                    msg: &bytes[HEADER..],
+                    aad: &aad,
+                },
+            )
             .map_err(|_| CursorError::Tag)?;
         let state = decode_state(&plaintext).ok_or(CursorError::Plaintext)?;
         // "A traversal expires 15 minutes after its first page. Fetching another
         // page or replaying a cursor does not extend that time."
-        if now >= state.started_ms.saturating_add(TRAVERSAL_LIFETIME.as_millis() as u64) || state.started_ms > now + 60_000 {
+        if now
+            >= state
+                .started_ms
+                .saturating_add(TRAVERSAL_LIFETIME.as_millis() as u64)
+            || state.started_ms > now + 60_000
+        {
             return Err(CursorError::Expired);
         }
         Ok(state)
@@ -313,7 +360,10 @@ fn decode_state(b: &[u8]) -> Option<CursorState> {
         }
         _ => return None,
     };
-    Some(CursorState { started_ms, position })
+    Some(CursorState {
+        started_ms,
+        position,
+    })
 }
 
 #[cfg(test)]
@@ -342,11 +392,23 @@ pub(crate) mod tests {
     }
 
     fn alice() -> CursorBinding {
-        binding("app", "alice", &["documents:read"], "https://mcp.example/mcp", 7)
+        binding(
+            "app",
+            "alice",
+            &["documents:read"],
+            "https://mcp.example/mcp",
+            7,
+        )
     }
 
     fn state() -> CursorState {
-        CursorState { started_ms: 1_000_000, position: Position::Source { index: 2, after: Some("key-0042".into()) } }
+        CursorState {
+            started_ms: 1_000_000,
+            position: Position::Source {
+                index: 2,
+                after: Some("key-0042".into()),
+            },
+        }
     }
 
     fn keys() -> (Arc<TestClock>, CursorKeys) {
@@ -360,14 +422,29 @@ pub(crate) mod tests {
         for position in [
             Position::Static { offset: 3 },
             Position::Template { offset: 0 },
-            Position::Source { index: 1, after: None },
-            Position::Source { index: 1, after: Some("k".repeat(256)) },
-            Position::Source { index: 9, after: Some("a".into()) },
+            Position::Source {
+                index: 1,
+                after: None,
+            },
+            Position::Source {
+                index: 1,
+                after: Some("k".repeat(256)),
+            },
+            Position::Source {
+                index: 9,
+                after: Some("a".into()),
+            },
         ] {
-            let s = CursorState { started_ms: 1_000_000, position };
+            let s = CursorState {
+                started_ms: 1_000_000,
+                position,
+            };
             let c = k.seal(&s, &alice());
             assert_eq!(c.len(), CursorKeys::encoded_len(&s.position));
-            assert!(c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+            assert!(
+                c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            );
             assert_eq!(k.open(&c, &alice()).unwrap(), s);
         }
     }
@@ -377,12 +454,42 @@ pub(crate) mod tests {
         let (_, k) = keys();
         let c = k.seal(&state(), &alice());
         let others = [
-            binding("app", "bob", &["documents:read"], "https://mcp.example/mcp", 7),
-            binding("app", "alice", &["documents:read", "documents:write"], "https://mcp.example/mcp", 7),
+            binding(
+                "app",
+                "bob",
+                &["documents:read"],
+                "https://mcp.example/mcp",
+                7,
+            ),
+            binding(
+                "app",
+                "alice",
+                &["documents:read", "documents:write"],
+                "https://mcp.example/mcp",
+                7,
+            ),
             binding("app", "alice", &[], "https://mcp.example/mcp", 7),
-            binding("other-app", "alice", &["documents:read"], "https://mcp.example/mcp", 7),
-            binding("app", "alice", &["documents:read"], "https://other.example/mcp", 7),
-            binding("app", "alice", &["documents:read"], "https://mcp.example/mcp", 8),
+            binding(
+                "other-app",
+                "alice",
+                &["documents:read"],
+                "https://mcp.example/mcp",
+                7,
+            ),
+            binding(
+                "app",
+                "alice",
+                &["documents:read"],
+                "https://other.example/mcp",
+                7,
+            ),
+            binding(
+                "app",
+                "alice",
+                &["documents:read"],
+                "https://mcp.example/mcp",
+                8,
+            ),
         ];
         for b in others {
             assert_eq!(k.open(&c, &b), Err(CursorError::Tag));
@@ -413,7 +520,14 @@ pub(crate) mod tests {
             let forged = URL_SAFE_NO_PAD.encode(&m);
             assert!(k.open(&forged, &alice()).is_err(), "bit {i}");
         }
-        for bad in ["", "!!!", "AAAA", &c[..c.len() - 1], &format!("{c}A"), &"A".repeat(600)] {
+        for bad in [
+            "",
+            "!!!",
+            "AAAA",
+            &c[..c.len() - 1],
+            &format!("{c}A"),
+            &"A".repeat(600),
+        ] {
             assert!(k.open(bad, &alice()).is_err(), "{bad:?}");
         }
     }
@@ -425,10 +539,19 @@ pub(crate) mod tests {
         // Pages fetched in between carry the original start...
         clock.advance(10 * 60 * 1000);
         let s = k.open(&first, &alice()).unwrap();
-        let second = k.seal(&CursorState { started_ms: s.started_ms, position: Position::Static { offset: 1 } }, &alice());
+        let second = k.seal(
+            &CursorState {
+                started_ms: s.started_ms,
+                position: Position::Static { offset: 1 },
+            },
+            &alice(),
+        );
         clock.advance(4 * 60 * 1000 + 59_999);
         assert!(k.open(&second, &alice()).is_ok());
-        assert!(k.open(&first, &alice()).is_ok(), "replay is allowed until expiry");
+        assert!(
+            k.open(&first, &alice()).is_ok(),
+            "replay is allowed until expiry"
+        );
         // ...so the traversal still ends 15 minutes after its first page.
         clock.advance(1);
         assert_eq!(k.open(&second, &alice()), Err(CursorError::Expired));

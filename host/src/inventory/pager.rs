@@ -75,9 +75,15 @@ pub enum ListError {
     #[error("an entry of {source_name} does not fit in an empty page")]
     EntryTooLarge { source_name: String },
     #[error("{source_name} returned an invalid page: {violation}")]
-    InvalidPage { source_name: String, violation: PageViolation },
+    InvalidPage {
+        source_name: String,
+        violation: PageViolation,
+    },
     #[error("{source_name}: {error}")]
-    Guest { source_name: String, error: GuestError },
+    Guest {
+        source_name: String,
+        error: GuestError,
+    },
 }
 
 /// One page: the serialized `Resource` objects and the cursor, if more may follow.
@@ -122,7 +128,13 @@ const CURSOR_FIELD_BYTES: usize = 16;
 
 pub fn cursor_binding(principal: Option<&Principal>, fingerprint: &[u8; 32]) -> CursorBinding {
     match principal {
-        Some(p) => CursorBinding::new(Some(&p.client_id), p.subject.as_deref(), &p.scopes, p.audience.as_deref(), fingerprint),
+        Some(p) => CursorBinding::new(
+            Some(&p.client_id),
+            p.subject.as_deref(),
+            &p.scopes,
+            p.audience.as_deref(),
+            fingerprint,
+        ),
         None => CursorBinding::new(None, None, &[], None, fingerprint),
     }
 }
@@ -159,7 +171,9 @@ impl PageBuilder {
     /// Add an entry whose successor position is `next` (`None`: nothing follows).
     fn push(&mut self, json: Vec<u8>, next: Option<Position>) -> Push {
         let cost = json.len() + usize::from(!self.entries.is_empty());
-        let cursor = next.as_ref().map_or(0, |p| CURSOR_FIELD_BYTES + CursorKeys::encoded_len(p));
+        let cursor = next
+            .as_ref()
+            .map_or(0, |p| CURSOR_FIELD_BYTES + CursorKeys::encoded_len(p));
         if self.used + cost + cursor > self.budget {
             return Push::Full;
         }
@@ -180,7 +194,14 @@ impl<S: InventorySource> Pager<S> {
         page_size: u32,
         byte_limit: usize,
     ) -> Self {
-        Self { statics, sources, keys, fingerprint, page_size, byte_limit }
+        Self {
+            statics,
+            sources,
+            keys,
+            fingerprint,
+            page_size,
+            byte_limit,
+        }
     }
 
     pub fn has_sources(&self) -> bool {
@@ -189,7 +210,11 @@ impl<S: InventorySource> Pager<S> {
 
     /// The union of the scopes the inventory sources require (for challenges).
     pub fn source_scopes(&self) -> Vec<String> {
-        let mut all: Vec<String> = self.sources.iter().flat_map(|s| s.required_scopes().iter().cloned()).collect();
+        let mut all: Vec<String> = self
+            .sources
+            .iter()
+            .flat_map(|s| s.required_scopes().iter().cloned())
+            .collect();
         all.sort();
         all.dedup();
         all
@@ -213,23 +238,37 @@ impl<S: InventorySource> Pager<S> {
     /// The position after the static resource at `offset`: the next visible
     /// static, else the first accessible source, else the end.
     fn after_static(&self, offset: usize, principal: Option<&Principal>) -> Option<Position> {
-        if let Some(o) = (offset + 1..self.statics.items.len()).find(|&o| self.static_visible(o, principal)) {
+        if let Some(o) =
+            (offset + 1..self.statics.items.len()).find(|&o| self.static_visible(o, principal))
+        {
             return Some(Position::Static { offset: o as u32 });
         }
-        self.next_accessible(0, principal).map(|i| Position::Source { index: i as u32, after: None })
+        self.next_accessible(0, principal)
+            .map(|i| Position::Source {
+                index: i as u32,
+                after: None,
+            })
     }
 
     pub async fn page(&self, req: PageRequest<'_>) -> Result<Page, ListError> {
         let principal = req.principal;
         if !self.sources.is_empty() && self.next_accessible(0, principal).is_none() {
-            return Err(ListError::NoAccessibleSource { scopes: self.source_scopes() });
+            return Err(ListError::NoAccessibleSource {
+                scopes: self.source_scopes(),
+            });
         }
         let binding = cursor_binding(principal, &self.fingerprint);
         let (started_ms, start) = match req.cursor {
             None => (self.keys.now_ms(), self.first_position(principal)),
             Some(c) => {
-                let state = self.keys.open(c, &binding).map_err(ListError::InvalidCursor)?;
-                (state.started_ms, Some(self.check_position(state.position, principal)?))
+                let state = self
+                    .keys
+                    .open(c, &binding)
+                    .map_err(ListError::InvalidCursor)?;
+                (
+                    state.started_ms,
+                    Some(self.check_position(state.position, principal)?),
+                )
             }
         };
         let mut page = PageBuilder {
@@ -240,7 +279,8 @@ impl<S: InventorySource> Pager<S> {
             resume: start.clone(),
         };
         let mut position = start;
-        let mut page_uris = UriSet::with_capacity_and_hasher(self.page_size as usize, Default::default());
+        let mut page_uris =
+            UriSet::with_capacity_and_hasher(self.page_size as usize, Default::default());
         let context = call_context(principal, req.scope);
         'page: while page.remaining > 0 {
             match position.take() {
@@ -253,7 +293,9 @@ impl<S: InventorySource> Pager<S> {
                     match page.push(json, next.clone()) {
                         Push::Added => position = next,
                         Push::Full if page.entries.is_empty() => {
-                            return Err(ListError::EntryTooLarge { source_name: "static resources".into() });
+                            return Err(ListError::EntryTooLarge {
+                                source_name: "static resources".into(),
+                            });
                         }
                         Push::Full => break,
                     }
@@ -265,25 +307,52 @@ impl<S: InventorySource> Pager<S> {
                     let guest_page = source
                         .list(after.as_deref(), limit, context.clone(), req.scope)
                         .await
-                        .map_err(|error| ListError::Guest { source_name: source.name().into(), error })?;
-                    validate_page(&guest_page, limit, after.as_deref(), source.template(), &mut page_uris)
-                        .map_err(|violation| ListError::InvalidPage { source_name: source.name().into(), violation })?;
-                    let after_source = || self.next_accessible(i + 1, principal).map(|n| Position::Source { index: n as u32, after: None });
+                        .map_err(|error| ListError::Guest {
+                            source_name: source.name().into(),
+                            error,
+                        })?;
+                    validate_page(
+                        &guest_page,
+                        limit,
+                        after.as_deref(),
+                        source.template(),
+                        &mut page_uris,
+                    )
+                    .map_err(|violation| ListError::InvalidPage {
+                        source_name: source.name().into(),
+                        violation,
+                    })?;
+                    let after_source = || {
+                        self.next_accessible(i + 1, principal)
+                            .map(|n| Position::Source {
+                                index: n as u32,
+                                after: None,
+                            })
+                    };
                     let count = guest_page.entries.len();
                     for (k, entry) in guest_page.entries.iter().enumerate() {
                         let last_of_source = k + 1 == count && !guest_page.has_more;
                         let next = if last_of_source {
                             after_source()
                         } else {
-                            Some(Position::Source { index, after: Some(entry.key.clone()) })
+                            Some(Position::Source {
+                                index,
+                                after: Some(entry.key.clone()),
+                            })
                         };
                         let r = &entry.resource;
-                        let json = serde_json::to_vec(&EntryJson { uri: &r.uri, name: &r.name, mime_type: r.mime_type.as_deref() })
-                            .expect("serializable");
+                        let json = serde_json::to_vec(&EntryJson {
+                            uri: &r.uri,
+                            name: &r.name,
+                            mime_type: r.mime_type.as_deref(),
+                        })
+                        .expect("serializable");
                         match page.push(json, next.clone()) {
                             Push::Added => position = next,
                             Push::Full if page.entries.is_empty() => {
-                                return Err(ListError::EntryTooLarge { source_name: source.name().into() });
+                                return Err(ListError::EntryTooLarge {
+                                    source_name: source.name().into(),
+                                });
                             }
                             // The cursor points at the last entry emitted.
                             Push::Full => break 'page,
@@ -297,29 +366,58 @@ impl<S: InventorySource> Pager<S> {
                     // With has-more and room left, the loop asks the same
                     // source again for the rest, after its last key.
                 }
-                Some(Position::Template { .. }) => unreachable!("checked when the cursor was opened"),
+                Some(Position::Template { .. }) => {
+                    unreachable!("checked when the cursor was opened")
+                }
             }
         }
-        let next_cursor = page.resume.map(|position| self.keys.seal(&CursorState { started_ms, position }, &binding));
-        Ok(Page { entries: page.entries, next_cursor })
+        let next_cursor = page.resume.map(|position| {
+            self.keys.seal(
+                &CursorState {
+                    started_ms,
+                    position,
+                },
+                &binding,
+            )
+        });
+        Ok(Page {
+            entries: page.entries,
+            next_cursor,
+        })
     }
 
     fn first_position(&self, principal: Option<&Principal>) -> Option<Position> {
-        if let Some(o) = (0..self.statics.items.len()).find(|&o| self.static_visible(o, principal)) {
+        if let Some(o) = (0..self.statics.items.len()).find(|&o| self.static_visible(o, principal))
+        {
             return Some(Position::Static { offset: o as u32 });
         }
-        self.next_accessible(0, principal).map(|i| Position::Source { index: i as u32, after: None })
+        self.next_accessible(0, principal)
+            .map(|i| Position::Source {
+                index: i as u32,
+                after: None,
+            })
     }
 
     /// A cursor that opened is authentic, but its position must still make
     /// sense for this source set and caller.
-    fn check_position(&self, p: Position, principal: Option<&Principal>) -> Result<Position, ListError> {
+    fn check_position(
+        &self,
+        p: Position,
+        principal: Option<&Principal>,
+    ) -> Result<Position, ListError> {
         let ok = match &p {
             Position::Static { offset } => (*offset as usize) < self.statics.items.len(),
-            Position::Source { index, .. } => (*index as usize) < self.sources.len() && self.accessible(*index as usize, principal),
+            Position::Source { index, .. } => {
+                (*index as usize) < self.sources.len()
+                    && self.accessible(*index as usize, principal)
+            }
             Position::Template { .. } => false,
         };
-        if ok { Ok(p) } else { Err(ListError::InvalidCursor(CursorError::Plaintext)) }
+        if ok {
+            Ok(p)
+        } else {
+            Err(ListError::InvalidCursor(CursorError::Plaintext))
+        }
     }
 }
 
@@ -333,6 +431,9 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::AtomicU64;
 
+    /// (source name, limit asked, entries returned) of every `list` call.
+    type CallLog = Arc<Mutex<Vec<(String, u32, usize)>>>;
+
     /// An in-memory source that records every `list` call.
     struct MemorySource {
         name: String,
@@ -340,7 +441,7 @@ mod tests {
         scopes: Vec<String>,
         /// (key, id, name), sorted by key.
         records: Mutex<Vec<(String, String, String)>>,
-        calls: Arc<Mutex<Vec<(String, u32, usize)>>>,
+        calls: CallLog,
     }
 
     impl InventorySource for MemorySource {
@@ -356,23 +457,47 @@ mod tests {
         fn required_scopes(&self) -> &[String] {
             &self.scopes
         }
-        async fn list(&self, after: Option<&str>, limit: u32, _c: CallContext, _s: &RequestScope) -> Result<InventoryPage, GuestError> {
+        async fn list(
+            &self,
+            after: Option<&str>,
+            limit: u32,
+            _c: CallContext,
+            _s: &RequestScope,
+        ) -> Result<InventoryPage, GuestError> {
             let records = self.records.lock().unwrap();
-            let rest: Vec<_> = records.iter().filter(|(k, _, _)| after.is_none_or(|a| k.as_str() > a)).collect();
+            let rest: Vec<_> = records
+                .iter()
+                .filter(|(k, _, _)| after.is_none_or(|a| k.as_str() > a))
+                .collect();
             let entries: Vec<InventoryEntry> = rest
                 .iter()
                 .take(limit as usize)
                 .map(|(k, id, n)| InventoryEntry {
                     key: k.clone(),
-                    resource: ResourceMetadata { uri: format!("mem://{}/{id}", self.name), name: n.clone(), mime_type: None },
+                    resource: ResourceMetadata {
+                        uri: format!("mem://{}/{id}", self.name),
+                        name: n.clone(),
+                        mime_type: None,
+                    },
                 })
                 .collect();
-            self.calls.lock().unwrap().push((self.name.clone(), limit, entries.len()));
-            Ok(InventoryPage { has_more: rest.len() > entries.len(), entries })
+            self.calls
+                .lock()
+                .unwrap()
+                .push((self.name.clone(), limit, entries.len()));
+            Ok(InventoryPage {
+                has_more: rest.len() > entries.len(),
+                entries,
+            })
         }
     }
 
-    fn source(name: &str, scope: &str, records: Vec<(String, String, String)>, calls: &Arc<Mutex<Vec<(String, u32, usize)>>>) -> MemorySource {
+    fn source(
+        name: &str,
+        scope: &str,
+        records: Vec<(String, String, String)>,
+        calls: &CallLog,
+    ) -> MemorySource {
         MemorySource {
             name: name.into(),
             template: UriTemplate::parse(&format!("mem://{name}/{{id}}")).unwrap(),
@@ -390,7 +515,11 @@ mod tests {
                     StaticResource {
                         uri: format!("static://{i}"),
                         mime_type: None,
-                        access: if protected { Access::Protected } else { Access::Public },
+                        access: if protected {
+                            Access::Protected
+                        } else {
+                            Access::Public
+                        },
                         required_scopes: if protected { vec!["b".into()] } else { vec![] },
                         content: crate::inventory::statics::StaticContent::Text(String::new()),
                         listing: format!(r#"{{"uri":"static://{i}","name":"s{i}"}}"#).into_bytes(),
@@ -401,7 +530,10 @@ mod tests {
     }
 
     fn scope() -> RequestScope {
-        RequestScope::new(std::time::Instant::now() + std::time::Duration::from_secs(60), "test")
+        RequestScope::new(
+            std::time::Instant::now() + std::time::Duration::from_secs(60),
+            "test",
+        )
     }
 
     fn uri_of(entry: &[u8]) -> String {
@@ -509,32 +641,107 @@ mod tests {
             ("k2".to_string(), "2".to_string(), "x".repeat(400)),
             ("k3".to_string(), "3".to_string(), "small".to_string()),
         ];
-        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(1_000_000)))));
+        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(
+            1_000_000,
+        )))));
         let principal = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
         // Room for a small entry and a cursor, not for the big one.
-        let limit = ENVELOPE + 60 + 16 + CursorKeys::encoded_len(&Position::Source { index: 0, after: Some("k1".into()) }) + 40;
-        let pager = Pager::new(Arc::new(StaticResources::default()), vec![source("src0", "a", records, &calls)], keys, [1; 32], 10, limit);
+        let limit = ENVELOPE
+            + 60
+            + 16
+            + CursorKeys::encoded_len(&Position::Source {
+                index: 0,
+                after: Some("k1".into()),
+            })
+            + 40;
+        let pager = Pager::new(
+            Arc::new(StaticResources::default()),
+            vec![source("src0", "a", records, &calls)],
+            keys,
+            [1; 32],
+            10,
+            limit,
+        );
         let scope = scope();
-        let page = pager.page(PageRequest { principal: Some(&principal), cursor: None, envelope_bytes: ENVELOPE, scope: &scope }).await.unwrap();
-        assert_eq!(page.entries.len(), 1, "the page ends before the entry that would break the byte bound");
-        let next = page.next_cursor.expect("the cursor points at the last entry emitted");
-        let err = pager.page(PageRequest { principal: Some(&principal), cursor: Some(&next), envelope_bytes: ENVELOPE, scope: &scope }).await.unwrap_err();
+        let page = pager
+            .page(PageRequest {
+                principal: Some(&principal),
+                cursor: None,
+                envelope_bytes: ENVELOPE,
+                scope: &scope,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            page.entries.len(),
+            1,
+            "the page ends before the entry that would break the byte bound"
+        );
+        let next = page
+            .next_cursor
+            .expect("the cursor points at the last entry emitted");
+        let err = pager
+            .page(PageRequest {
+                principal: Some(&principal),
+                cursor: Some(&next),
+                envelope_bytes: ENVELOPE,
+                scope: &scope,
+            })
+            .await
+            .unwrap_err();
         assert!(matches!(err, ListError::EntryTooLarge { .. }), "{err}");
     }
 
     #[tokio::test]
     async fn cursors_are_bound_to_the_caller() {
         let calls = Arc::new(Mutex::new(Vec::new()));
-        let records: Vec<_> = (0..5).map(|i| (format!("k{i}"), format!("{i}"), "n".into())).collect();
-        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(1_000_000)))));
-        let pager = Pager::new(Arc::new(StaticResources::default()), vec![source("src0", "a", records, &calls)], keys, [1; 32], 2, 100_000);
+        let records: Vec<_> = (0..5)
+            .map(|i| (format!("k{i}"), format!("{i}"), "n".into()))
+            .collect();
+        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(
+            1_000_000,
+        )))));
+        let pager = Pager::new(
+            Arc::new(StaticResources::default()),
+            vec![source("src0", "a", records, &calls)],
+            keys,
+            [1; 32],
+            2,
+            100_000,
+        );
         let alice = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
         let bob = Principal::new(Some("bob".into()), "app".into(), vec!["a".into()], None);
         let scope = scope();
-        let page = pager.page(PageRequest { principal: Some(&alice), cursor: None, envelope_bytes: 10, scope: &scope }).await.unwrap();
+        let page = pager
+            .page(PageRequest {
+                principal: Some(&alice),
+                cursor: None,
+                envelope_bytes: 10,
+                scope: &scope,
+            })
+            .await
+            .unwrap();
         let c = page.next_cursor.unwrap();
-        let err = pager.page(PageRequest { principal: Some(&bob), cursor: Some(&c), envelope_bytes: 10, scope: &scope }).await.unwrap_err();
+        let err = pager
+            .page(PageRequest {
+                principal: Some(&bob),
+                cursor: Some(&c),
+                envelope_bytes: 10,
+                scope: &scope,
+            })
+            .await
+            .unwrap_err();
         assert!(matches!(err, ListError::InvalidCursor(_)));
-        assert!(pager.page(PageRequest { principal: Some(&alice), cursor: Some(&c), envelope_bytes: 10, scope: &scope }).await.is_ok());
+        assert!(
+            pager
+                .page(PageRequest {
+                    principal: Some(&alice),
+                    cursor: Some(&c),
+                    envelope_bytes: 10,
+                    scope: &scope
+                })
+                .await
+                .is_ok()
+        );
     }
 }

@@ -24,7 +24,10 @@ pub enum ReadError {
     #[error("insufficient scope")]
     InsufficientScope { scopes: Vec<String> },
     #[error("{source_name}: {error}")]
-    Guest { source_name: String, error: GuestError },
+    Guest {
+        source_name: String,
+        error: GuestError,
+    },
     #[error("{source_name} returned an invalid read result: {reason}")]
     InvalidResult { source_name: String, reason: String },
 }
@@ -41,12 +44,20 @@ pub struct ContentJson {
     pub blob: Option<String>,
 }
 
-fn check_access(access: Access, scopes: &[String], principal: Option<&Principal>) -> Result<(), ReadError> {
+fn check_access(
+    access: Access,
+    scopes: &[String],
+    principal: Option<&Principal>,
+) -> Result<(), ReadError> {
     if may_access(access, scopes, principal) {
         return Ok(());
     }
     let scopes = scopes.to_vec();
-    Err(if principal.is_none() { ReadError::Unauthenticated { scopes } } else { ReadError::InsufficientScope { scopes } })
+    Err(if principal.is_none() {
+        ReadError::Unauthenticated { scopes }
+    } else {
+        ReadError::InsufficientScope { scopes }
+    })
 }
 
 /// Read `uri` for `principal`.
@@ -62,21 +73,43 @@ pub async fn read(
         check_access(s.access, &s.required_scopes, principal)?;
         let (text, blob) = match &s.content {
             StaticContent::Text(t) => (Some(t.clone()), None),
-            StaticContent::Blob(b) => (None, Some(base64::engine::general_purpose::STANDARD.encode(b))),
+            StaticContent::Blob(b) => (
+                None,
+                Some(base64::engine::general_purpose::STANDARD.encode(b)),
+            ),
         };
-        return Ok(vec![ContentJson { uri: s.uri.clone(), mime_type: s.mime_type.clone(), text, blob }]);
+        return Ok(vec![ContentJson {
+            uri: s.uri.clone(),
+            mime_type: s.mime_type.clone(),
+            text,
+            blob,
+        }]);
     }
-    let Some(source) = sources.iter().find(|s| s.definition.uri_template.matches(uri)) else {
+    let Some(source) = sources
+        .iter()
+        .find(|s| s.definition.uri_template.matches(uri))
+    else {
         return Err(ReadError::NotFound);
     };
     let d = &source.definition;
     check_access(d.access, &d.required_scopes, principal)?;
-    let contents = match source.read(uri, call_context(principal, scope), scope).await {
+    let contents = match source
+        .read(uri, call_context(principal, scope), scope)
+        .await
+    {
         Ok(c) => c,
         Err(GuestError::Source(SourceFailure::NotFound)) => return Err(ReadError::NotFound),
-        Err(error) => return Err(ReadError::Guest { source_name: d.name.clone(), error }),
+        Err(error) => {
+            return Err(ReadError::Guest {
+                source_name: d.name.clone(),
+                error,
+            });
+        }
     };
-    let invalid = |reason: String| ReadError::InvalidResult { source_name: d.name.clone(), reason };
+    let invalid = |reason: String| ReadError::InvalidResult {
+        source_name: d.name.clone(),
+        reason,
+    };
     if contents.is_empty() {
         return Err(invalid("no contents".into()));
     }
@@ -86,7 +119,10 @@ pub async fn read(
         if c.uri.is_empty() || c.uri.len() > MAX_URI_LEN {
             return Err(invalid("content uri empty or longer than 2048".into()));
         }
-        if c.mime_type.as_ref().is_some_and(|m| m.len() > MAX_MIME_TYPE_LEN) {
+        if c.mime_type
+            .as_ref()
+            .is_some_and(|m| m.len() > MAX_MIME_TYPE_LEN)
+        {
             return Err(invalid("content mimeType longer than 128".into()));
         }
         let (text, blob) = match c.body {
@@ -96,13 +132,21 @@ pub async fn read(
             }
             ResourceBody::Blob(b) => {
                 total += b.len().div_ceil(3) * 4;
-                (None, Some(base64::engine::general_purpose::STANDARD.encode(b)))
+                (
+                    None,
+                    Some(base64::engine::general_purpose::STANDARD.encode(b)),
+                )
             }
         };
         if total > max_bytes {
             return Err(invalid(format!("contents exceed {max_bytes} bytes")));
         }
-        out.push(ContentJson { uri: c.uri, mime_type: c.mime_type.or_else(|| d.mime_type.clone()), text, blob });
+        out.push(ContentJson {
+            uri: c.uri,
+            mime_type: c.mime_type.or_else(|| d.mime_type.clone()),
+            text,
+            blob,
+        });
     }
     Ok(out)
 }

@@ -1,7 +1,9 @@
 //! Static resources declared in the config (`[[resources]]`), loaded once at
 //! startup. "Static resources come first" in every listing.
 
-use crate::config::{AccessConfig, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN, StaticResourceConfig};
+use crate::config::{
+    AccessConfig, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN, StaticResourceConfig,
+};
 use crate::runtime::Access;
 use base64::Engine as _;
 use serde::Serialize;
@@ -48,8 +50,16 @@ impl StaticResources {
         let mut items: Vec<StaticResource> = Vec::new();
         for (i, c) in configs.iter().enumerate() {
             let at = format!("resources[{i}] ({})", c.uri);
-            if c.uri.is_empty() || c.uri.len() > MAX_URI_LEN || !c.uri.contains(':') || c.uri.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
-                return Err(format!("{at}: uri must be an absolute URI of at most {MAX_URI_LEN} characters"));
+            if c.uri.is_empty()
+                || c.uri.len() > MAX_URI_LEN
+                || !c.uri.contains(':')
+                || c.uri
+                    .chars()
+                    .any(|ch| ch.is_whitespace() || ch.is_control())
+            {
+                return Err(format!(
+                    "{at}: uri must be an absolute URI of at most {MAX_URI_LEN} characters"
+                ));
             }
             if items.iter().any(|s| s.uri == c.uri) {
                 return Err(format!("{at}: duplicate uri"));
@@ -57,8 +67,13 @@ impl StaticResources {
             if c.name.encode_utf16().count() > MAX_NAME_LEN {
                 return Err(format!("{at}: name longer than {MAX_NAME_LEN} characters"));
             }
-            if c.mime_type.as_ref().is_some_and(|m| m.len() > MAX_MIME_TYPE_LEN) {
-                return Err(format!("{at}: mimeType longer than {MAX_MIME_TYPE_LEN} characters"));
+            if c.mime_type
+                .as_ref()
+                .is_some_and(|m| m.len() > MAX_MIME_TYPE_LEN)
+            {
+                return Err(format!(
+                    "{at}: mimeType longer than {MAX_MIME_TYPE_LEN} characters"
+                ));
             }
             let access = match c.access {
                 AccessConfig::Public => Access::Public,
@@ -71,13 +86,18 @@ impl StaticResources {
                 StaticContent::Text(text.clone())
             } else if let Some(blob) = &c.blob {
                 StaticContent::Blob(
-                    base64::engine::general_purpose::STANDARD.decode(blob).map_err(|e| format!("{at}: blob is not base64: {e}"))?,
+                    base64::engine::general_purpose::STANDARD
+                        .decode(blob)
+                        .map_err(|e| format!("{at}: blob is not base64: {e}"))?,
                 )
             } else {
                 let file = c.file.as_ref().expect("validated: one of text, blob, file");
-                let bytes = std::fs::read(file).map_err(|e| format!("{at}: cannot read file {}: {e}", file.display()))?;
+                let bytes = std::fs::read(file)
+                    .map_err(|e| format!("{at}: cannot read file {}: {e}", file.display()))?;
                 match String::from_utf8(bytes) {
-                    Ok(text) if !c.mime_type.as_deref().is_some_and(is_binary_mime) => StaticContent::Text(text),
+                    Ok(text) if !c.mime_type.as_deref().is_some_and(is_binary_mime) => {
+                        StaticContent::Text(text)
+                    }
                     Ok(text) => StaticContent::Blob(text.into_bytes()),
                     Err(e) => StaticContent::Blob(e.into_bytes()),
                 }
@@ -98,7 +118,14 @@ impl StaticResources {
             let mut required_scopes = c.required_scopes.clone();
             required_scopes.sort();
             required_scopes.dedup();
-            items.push(StaticResource { uri: c.uri.clone(), mime_type: c.mime_type.clone(), access, required_scopes, content, listing });
+            items.push(StaticResource {
+                uri: c.uri.clone(),
+                mime_type: c.mime_type.clone(),
+                access,
+                required_scopes,
+                content,
+                listing,
+            });
         }
         Ok(Self { items })
     }
@@ -109,7 +136,11 @@ impl StaticResources {
 }
 
 fn is_binary_mime(m: &str) -> bool {
-    !(m.starts_with("text/") || m.contains("json") || m.contains("xml") || m.contains("javascript") || m.contains("yaml"))
+    !(m.starts_with("text/")
+        || m.contains("json")
+        || m.contains("xml")
+        || m.contains("javascript")
+        || m.contains("yaml"))
 }
 
 #[cfg(test)]
@@ -138,7 +169,11 @@ mod tests {
             String::from_utf8(s.items[0].listing.clone()).unwrap(),
             r#"{"uri":"test://a","name":"n","title":"T","mimeType":"text/plain","size":5}"#
         );
-        assert!(StaticResources::load(&[cfg("test://a"), cfg("test://a")]).unwrap_err().contains("duplicate"));
+        assert!(
+            StaticResources::load(&[cfg("test://a"), cfg("test://a")])
+                .unwrap_err()
+                .contains("duplicate")
+        );
         assert!(StaticResources::load(&[cfg("no scheme")]).is_err());
         let mut missing = cfg("test://b");
         missing.text = None;

@@ -53,9 +53,10 @@ pub fn page_templates(
     let (started_ms, mut offset) = match cursor {
         None => (keys.now_ms(), 0usize),
         Some(c) => match keys.open(c, &binding).map_err(ListError::InvalidCursor)? {
-            CursorState { started_ms, position: Position::Template { offset } } if (offset as usize) < listing.len() => {
-                (started_ms, offset as usize)
-            }
+            CursorState {
+                started_ms,
+                position: Position::Template { offset },
+            } if (offset as usize) < listing.len() => (started_ms, offset as usize),
             _ => return Err(ListError::InvalidCursor(CursorError::Plaintext)),
         },
     };
@@ -64,11 +65,19 @@ pub fn page_templates(
     while offset < listing.len() && entries.len() < page_size as usize {
         let json = &listing[offset];
         let next = offset + 1;
-        let cursor_cost = if next < listing.len() { 16 + CursorKeys::encoded_len(&Position::Template { offset: next as u32 }) } else { 0 };
+        let cursor_cost = if next < listing.len() {
+            16 + CursorKeys::encoded_len(&Position::Template {
+                offset: next as u32,
+            })
+        } else {
+            0
+        };
         let cost = json.len() + usize::from(!entries.is_empty());
         if used + cost + cursor_cost > budget {
             if entries.is_empty() {
-                return Err(ListError::EntryTooLarge { source_name: "templates".into() });
+                return Err(ListError::EntryTooLarge {
+                    source_name: "templates".into(),
+                });
             }
             break;
         }
@@ -76,7 +85,19 @@ pub fn page_templates(
         entries.push(json.clone());
         offset = next;
     }
-    let next_cursor = (offset < listing.len())
-        .then(|| keys.seal(&CursorState { started_ms, position: Position::Template { offset: offset as u32 } }, &binding));
-    Ok(Page { entries, next_cursor })
+    let next_cursor = (offset < listing.len()).then(|| {
+        keys.seal(
+            &CursorState {
+                started_ms,
+                position: Position::Template {
+                    offset: offset as u32,
+                },
+            },
+            &binding,
+        )
+    });
+    Ok(Page {
+        entries,
+        next_cursor,
+    })
 }

@@ -24,7 +24,8 @@ impl Hasher for FxHasher {
         const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(K);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(K);
         }
         for &b in chunks.remainder() {
             self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
@@ -85,7 +86,10 @@ pub fn validate_page(
 ) -> Result<(), PageViolation> {
     // "Query with after as an exclusive lower bound and return at most limit entries."
     if page.entries.len() > limit as usize {
-        return Err(PageViolation::TooManyEntries { count: page.entries.len(), limit });
+        return Err(PageViolation::TooManyEntries {
+            count: page.entries.len(),
+            limit,
+        });
     }
     // "A page with hasMore: true must contain an entry."
     if page.has_more && page.entries.is_empty() {
@@ -106,7 +110,11 @@ pub fn validate_page(
         if let Some(prev) = previous
             && key <= prev
         {
-            return Err(if index == 0 { PageViolation::KeyNotAfter { index } } else { PageViolation::KeyOrder { index } });
+            return Err(if index == 0 {
+                PageViolation::KeyNotAfter { index }
+            } else {
+                PageViolation::KeyOrder { index }
+            });
         }
         previous = Some(key);
         let r = &entry.resource;
@@ -147,43 +155,101 @@ mod tests {
     fn entry(key: &str, id: &str) -> InventoryEntry {
         InventoryEntry {
             key: key.into(),
-            resource: ResourceMetadata { uri: format!("learn://documents/{id}"), name: format!("Doc {id}"), mime_type: Some("text/plain".into()) },
+            resource: ResourceMetadata {
+                uri: format!("learn://documents/{id}"),
+                name: format!("Doc {id}"),
+                mime_type: Some("text/plain".into()),
+            },
         }
     }
 
-    fn check(entries: Vec<InventoryEntry>, has_more: bool, limit: u32, after: Option<&str>) -> Result<(), PageViolation> {
+    fn check(
+        entries: Vec<InventoryEntry>,
+        has_more: bool,
+        limit: u32,
+        after: Option<&str>,
+    ) -> Result<(), PageViolation> {
         let t = UriTemplate::parse("learn://documents/{id}").unwrap();
-        validate_page(&InventoryPage { entries, has_more }, limit, after, &t, &mut UriSet::default())
+        validate_page(
+            &InventoryPage { entries, has_more },
+            limit,
+            after,
+            &t,
+            &mut UriSet::default(),
+        )
     }
 
     #[test]
     fn a_good_page_passes() {
-        assert_eq!(check(vec![entry("a", "1"), entry("b", "2")], true, 2, None), Ok(()));
+        assert_eq!(
+            check(vec![entry("a", "1"), entry("b", "2")], true, 2, None),
+            Ok(())
+        );
         assert_eq!(check(vec![], false, 2, Some("z")), Ok(()));
     }
 
     #[test]
     fn each_rule() {
         use PageViolation::*;
-        assert!(matches!(check(vec![entry("a", "1"), entry("b", "2")], false, 1, None), Err(TooManyEntries { .. })));
+        assert!(matches!(
+            check(vec![entry("a", "1"), entry("b", "2")], false, 1, None),
+            Err(TooManyEntries { .. })
+        ));
         assert_eq!(check(vec![], true, 5, None), Err(HasMoreWithoutEntries));
-        assert_eq!(check(vec![entry("", "1")], false, 5, None), Err(KeyLength { index: 0 }));
-        assert_eq!(check(vec![entry(&"k".repeat(257), "1")], false, 5, None), Err(KeyLength { index: 0 }));
-        assert_eq!(check(vec![entry(&"k".repeat(256), "1")], false, 5, None), Ok(()));
-        assert_eq!(check(vec![entry("a b", "1")], false, 5, None), Err(KeyCharacters { index: 0 }));
-        assert_eq!(check(vec![entry("é", "1")], false, 5, None), Err(KeyCharacters { index: 0 }));
-        assert_eq!(check(vec![entry("a\u{7f}", "1")], false, 5, None), Err(KeyCharacters { index: 0 }));
-        assert_eq!(check(vec![entry("b", "1"), entry("a", "2")], false, 5, None), Err(KeyOrder { index: 1 }));
-        assert_eq!(check(vec![entry("b", "1"), entry("b", "2")], false, 5, None), Err(KeyOrder { index: 1 }));
-        assert_eq!(check(vec![entry("b", "1")], false, 5, Some("b")), Err(KeyNotAfter { index: 0 }));
-        assert_eq!(check(vec![entry("B", "1")], false, 5, Some("a")), Err(KeyNotAfter { index: 0 }), "byte order: 'B' < 'a'");
+        assert_eq!(
+            check(vec![entry("", "1")], false, 5, None),
+            Err(KeyLength { index: 0 })
+        );
+        assert_eq!(
+            check(vec![entry(&"k".repeat(257), "1")], false, 5, None),
+            Err(KeyLength { index: 0 })
+        );
+        assert_eq!(
+            check(vec![entry(&"k".repeat(256), "1")], false, 5, None),
+            Ok(())
+        );
+        assert_eq!(
+            check(vec![entry("a b", "1")], false, 5, None),
+            Err(KeyCharacters { index: 0 })
+        );
+        assert_eq!(
+            check(vec![entry("é", "1")], false, 5, None),
+            Err(KeyCharacters { index: 0 })
+        );
+        assert_eq!(
+            check(vec![entry("a\u{7f}", "1")], false, 5, None),
+            Err(KeyCharacters { index: 0 })
+        );
+        assert_eq!(
+            check(vec![entry("b", "1"), entry("a", "2")], false, 5, None),
+            Err(KeyOrder { index: 1 })
+        );
+        assert_eq!(
+            check(vec![entry("b", "1"), entry("b", "2")], false, 5, None),
+            Err(KeyOrder { index: 1 })
+        );
+        assert_eq!(
+            check(vec![entry("b", "1")], false, 5, Some("b")),
+            Err(KeyNotAfter { index: 0 })
+        );
+        assert_eq!(
+            check(vec![entry("B", "1")], false, 5, Some("a")),
+            Err(KeyNotAfter { index: 0 }),
+            "byte order: 'B' < 'a'"
+        );
         let mut e = entry("a", "1");
         e.resource.uri = format!("learn://documents/{}", "x".repeat(2048));
         assert_eq!(check(vec![e], false, 5, None), Err(UriLength { index: 0 }));
         let mut e = entry("a", "1");
         e.resource.uri = "other://documents/1".into();
-        assert_eq!(check(vec![e], false, 5, None), Err(UriTemplate { index: 0 }));
-        assert_eq!(check(vec![entry("a", "1"), entry("b", "1")], false, 5, None), Err(UriDuplicate { index: 1 }));
+        assert_eq!(
+            check(vec![e], false, 5, None),
+            Err(UriTemplate { index: 0 })
+        );
+        assert_eq!(
+            check(vec![entry("a", "1"), entry("b", "1")], false, 5, None),
+            Err(UriDuplicate { index: 1 })
+        );
         let mut e = entry("a", "1");
         e.resource.name = "n".repeat(513);
         assert_eq!(check(vec![e], false, 5, None), Err(NameLength { index: 0 }));
@@ -192,19 +258,35 @@ mod tests {
         assert_eq!(check(vec![e], false, 5, None), Ok(()), "512 UTF-16 units");
         let mut e = entry("a", "1");
         e.resource.name = "😀".repeat(257);
-        assert_eq!(check(vec![e], false, 5, None), Err(NameLength { index: 0 }), "514 UTF-16 units");
+        assert_eq!(
+            check(vec![e], false, 5, None),
+            Err(NameLength { index: 0 }),
+            "514 UTF-16 units"
+        );
         let mut e = entry("a", "1");
         e.resource.mime_type = Some("m".repeat(129));
-        assert_eq!(check(vec![e], false, 5, None), Err(MimeTypeLength { index: 0 }));
+        assert_eq!(
+            check(vec![e], false, 5, None),
+            Err(MimeTypeLength { index: 0 })
+        );
     }
 
     #[test]
     fn uris_are_unique_across_sources_on_a_page() {
         let t = UriTemplate::parse("learn://documents/{id}").unwrap();
         let mut seen = UriSet::default();
-        let p1 = InventoryPage { entries: vec![entry("a", "1")], has_more: false };
+        let p1 = InventoryPage {
+            entries: vec![entry("a", "1")],
+            has_more: false,
+        };
         validate_page(&p1, 5, None, &t, &mut seen).unwrap();
-        let p2 = InventoryPage { entries: vec![entry("z", "1")], has_more: false };
-        assert_eq!(validate_page(&p2, 5, None, &t, &mut seen), Err(PageViolation::UriDuplicate { index: 0 }));
+        let p2 = InventoryPage {
+            entries: vec![entry("z", "1")],
+            has_more: false,
+        };
+        assert_eq!(
+            validate_page(&p2, 5, None, &t, &mut seen),
+            Err(PageViolation::UriDuplicate { index: 0 })
+        );
     }
 }

@@ -19,15 +19,24 @@ pub enum McpError {
     /// 2026-07-28: a required `_meta` field is missing.
     MissingMeta(&'static str),
     HeaderMismatch(String),
-    UnsupportedVersion { requested: String },
+    UnsupportedVersion {
+        requested: String,
+    },
     InvalidCursor,
-    ResourceNotFound { uri: String },
+    ResourceNotFound {
+        uri: String,
+    },
     /// Everything a client must not learn the detail of.
     Internal,
     /// HTTP 401 (400 for a token in the query string) with a challenge.
-    Unauthorized { error: AuthError, scopes: Vec<String> },
+    Unauthorized {
+        error: AuthError,
+        scopes: Vec<String>,
+    },
     /// HTTP 403 `insufficient_scope`.
-    Forbidden { scopes: Vec<String> },
+    Forbidden {
+        scopes: Vec<String>,
+    },
     /// The request was cancelled: nothing is sent for it.
     Cancelled,
 }
@@ -38,11 +47,16 @@ impl McpError {
             McpError::Parse => PARSE_ERROR,
             McpError::InvalidRequest(_) => INVALID_REQUEST,
             McpError::MethodNotFound => METHOD_NOT_FOUND,
-            McpError::InvalidParams(_) | McpError::MissingMeta(_) | McpError::InvalidCursor => INVALID_PARAMS,
+            McpError::InvalidParams(_) | McpError::MissingMeta(_) | McpError::InvalidCursor => {
+                INVALID_PARAMS
+            }
             McpError::HeaderMismatch(_) => HEADER_MISMATCH,
             McpError::UnsupportedVersion { .. } => UNSUPPORTED_PROTOCOL_VERSION,
             McpError::ResourceNotFound { .. } => version.resource_not_found_code(),
-            McpError::Internal | McpError::Unauthorized { .. } | McpError::Forbidden { .. } | McpError::Cancelled => INTERNAL_ERROR,
+            McpError::Internal
+            | McpError::Unauthorized { .. }
+            | McpError::Forbidden { .. }
+            | McpError::Cancelled => INTERNAL_ERROR,
         }
     }
 
@@ -78,10 +92,15 @@ impl McpError {
     pub fn status(&self, version: Version) -> StatusCode {
         match self {
             McpError::Parse | McpError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            McpError::HeaderMismatch(_) | McpError::UnsupportedVersion { .. } | McpError::MissingMeta(_) => StatusCode::BAD_REQUEST,
+            McpError::HeaderMismatch(_)
+            | McpError::UnsupportedVersion { .. }
+            | McpError::MissingMeta(_) => StatusCode::BAD_REQUEST,
             // 2026-07-28: an unknown method is an HTTP 404.
             McpError::MethodNotFound if version.is_modern() => StatusCode::NOT_FOUND,
-            McpError::Unauthorized { error: AuthError::QueryToken | AuthError::Malformed, .. } => StatusCode::BAD_REQUEST,
+            McpError::Unauthorized {
+                error: AuthError::QueryToken | AuthError::Malformed,
+                ..
+            } => StatusCode::BAD_REQUEST,
             McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             McpError::Forbidden { .. } => StatusCode::FORBIDDEN,
             _ => StatusCode::OK,
@@ -114,8 +133,13 @@ impl From<ListError> for McpError {
 impl McpError {
     pub fn from_read(e: ReadError, uri: &str) -> Self {
         match e {
-            ReadError::NotFound => McpError::ResourceNotFound { uri: uri.to_owned() },
-            ReadError::Unauthenticated { scopes } => McpError::Unauthorized { error: AuthError::Missing, scopes },
+            ReadError::NotFound => McpError::ResourceNotFound {
+                uri: uri.to_owned(),
+            },
+            ReadError::Unauthenticated { scopes } => McpError::Unauthorized {
+                error: AuthError::Missing,
+                scopes,
+            },
             ReadError::InsufficientScope { scopes } => McpError::Forbidden { scopes },
             ReadError::Guest { error, .. } => error.into(),
             ReadError::InvalidResult { .. } => McpError::Internal,
@@ -129,12 +153,20 @@ mod tests {
 
     #[test]
     fn versions_differ_where_the_spec_says() {
-        let nf = McpError::ResourceNotFound { uri: "x://1".into() };
+        let nf = McpError::ResourceNotFound {
+            uri: "x://1".into(),
+        };
         assert_eq!(nf.code(Version::V2025_11_25), -32002);
         assert_eq!(nf.code(Version::V2026_07_28), -32602);
         assert_eq!(nf.data().unwrap()["uri"], "x://1");
-        assert_eq!(McpError::MethodNotFound.status(Version::V2026_07_28), StatusCode::NOT_FOUND);
-        assert_eq!(McpError::MethodNotFound.status(Version::V2025_03_26), StatusCode::OK);
+        assert_eq!(
+            McpError::MethodNotFound.status(Version::V2026_07_28),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            McpError::MethodNotFound.status(Version::V2025_03_26),
+            StatusCode::OK
+        );
         let internal = McpError::from(ListError::InvalidPage {
             source_name: "secret-source".into(),
             violation: crate::inventory::validate::PageViolation::HasMoreWithoutEntries,

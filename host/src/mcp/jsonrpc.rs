@@ -50,8 +50,15 @@ impl RequestId {
 /// One incoming message.
 #[derive(Debug)]
 pub enum Incoming {
-    Request { id: RequestId, method: String, params: Option<Box<RawValue>> },
-    Notification { method: String, params: Option<Box<RawValue>> },
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
+    Notification {
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
     /// A response to a server-to-client request (we never send any).
     Response,
 }
@@ -87,33 +94,64 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
 /// Classify one JSON object as a JSON-RPC message.
 pub fn classify(raw: &RawValue) -> Result<Incoming, Invalid> {
     if !raw.get().trim_start().starts_with('{') {
-        return Err(Invalid { id: None, message: "Invalid Request: not a JSON object" });
+        return Err(Invalid {
+            id: None,
+            message: "Invalid Request: not a JSON object",
+        });
     }
-    let env: Envelope = serde_json::from_str(raw.get()).map_err(|_| Invalid { id: None, message: "Invalid Request" })?;
+    let env: Envelope = serde_json::from_str(raw.get()).map_err(|_| Invalid {
+        id: None,
+        message: "Invalid Request",
+    })?;
     let id = match env.id {
         None => None,
         Some(r) => match RequestId::from_raw(r) {
             Some(id) => Some(id),
-            None => return Err(Invalid { id: None, message: "Invalid Request: id must be a string or an integer" }),
+            None => {
+                return Err(Invalid {
+                    id: None,
+                    message: "Invalid Request: id must be a string or an integer",
+                });
+            }
         },
     };
     if env.jsonrpc.map(|j| j.get().trim()) != Some("\"2.0\"") {
-        return Err(Invalid { id, message: "Invalid Request: jsonrpc must be \"2.0\"" });
+        return Err(Invalid {
+            id,
+            message: "Invalid Request: jsonrpc must be \"2.0\"",
+        });
     }
     if let Some(p) = &env.params
         && !p.get().trim_start().starts_with('{')
     {
-        return Err(Invalid { id, message: "Invalid Request: params must be an object" });
+        return Err(Invalid {
+            id,
+            message: "Invalid Request: params must be an object",
+        });
     }
     match (env.method, id) {
-        (Some(serde_json::Value::String(method)), Some(id)) if env.result.is_none() && env.error.is_none() => {
-            Ok(Incoming::Request { id, method, params: env.params })
+        (Some(serde_json::Value::String(method)), Some(id))
+            if env.result.is_none() && env.error.is_none() =>
+        {
+            Ok(Incoming::Request {
+                id,
+                method,
+                params: env.params,
+            })
         }
-        (Some(serde_json::Value::String(method)), None) if env.result.is_none() && env.error.is_none() => {
-            Ok(Incoming::Notification { method, params: env.params })
+        (Some(serde_json::Value::String(method)), None)
+            if env.result.is_none() && env.error.is_none() =>
+        {
+            Ok(Incoming::Notification {
+                method,
+                params: env.params,
+            })
         }
         (None, Some(_)) if env.result.is_some() != env.error.is_some() => Ok(Incoming::Response),
-        (_, id) => Err(Invalid { id, message: "Invalid Request" }),
+        (_, id) => Err(Invalid {
+            id,
+            message: "Invalid Request",
+        }),
     }
 }
 
@@ -134,7 +172,12 @@ pub fn result_envelope_len(id: &RequestId) -> usize {
 }
 
 /// An error response; `id` is omitted when it could not be read.
-pub fn error_bytes(id: Option<&RequestId>, code: i32, message: &str, data: Option<&serde_json::Value>) -> Vec<u8> {
+pub fn error_bytes(
+    id: Option<&RequestId>,
+    code: i32,
+    message: &str,
+    data: Option<&serde_json::Value>,
+) -> Vec<u8> {
     let mut error = serde_json::json!({ "code": code, "message": message });
     if let Some(d) = data {
         error["data"] = d.clone();
@@ -164,12 +207,23 @@ mod tests {
 
     #[test]
     fn ids_echo_unchanged() {
-        for id in ["1", "\"abc\"", "-7", "123456789012345678901234567890", "\"\\u00e9\""] {
+        for id in [
+            "1",
+            "\"abc\"",
+            "-7",
+            "123456789012345678901234567890",
+            "\"\\u00e9\"",
+        ] {
             let m = c(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#)).unwrap();
-            let Incoming::Request { id: got, .. } = m else { panic!() };
+            let Incoming::Request { id: got, .. } = m else {
+                panic!()
+            };
             assert_eq!(got.raw(), id);
             let bytes = result_bytes(&got, b"{}");
-            assert_eq!(String::from_utf8(bytes).unwrap(), format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#));
+            assert_eq!(
+                String::from_utf8(bytes).unwrap(),
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)
+            );
         }
     }
 
@@ -178,21 +232,35 @@ mod tests {
         assert!(c(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).is_err());
         assert!(c(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#).is_err());
         assert!(c(r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#).is_err());
-        assert!(c(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err().id.is_some());
+        assert!(
+            c(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#)
+                .unwrap_err()
+                .id
+                .is_some()
+        );
         assert!(c(r#"{"id":1,"method":"ping"}"#).is_err());
         assert!(c(r#"{"jsonrpc":"2.0","id":1,"method":5}"#).is_err());
         assert!(c(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#).is_err());
         assert!(c(r#"{"jsonrpc":"2.0","id":1}"#).is_err());
         assert!(c(r#"[1]"#).is_err());
         assert!(c(r#""x""#).is_err());
-        assert!(matches!(c(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Ok(Incoming::Notification { .. })));
-        assert!(matches!(c(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Ok(Incoming::Response)));
+        assert!(matches!(
+            c(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Incoming::Notification { .. })
+        ));
+        assert!(matches!(
+            c(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Ok(Incoming::Response)
+        ));
         assert!(c(r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#).is_err());
     }
 
     #[test]
     fn error_without_id_omits_it() {
         let b = error_bytes(None, PARSE_ERROR, "Parse error", None);
-        assert_eq!(String::from_utf8(b).unwrap(), r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#);
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#
+        );
     }
 }

@@ -36,7 +36,10 @@ struct Caching {
     private: bool,
 }
 
-const PRIVATE: Caching = Caching { ttl_ms: 0, private: true };
+const PRIVATE: Caching = Caching {
+    ttl_ms: 0,
+    private: true,
+};
 
 pub fn server_info() -> Value {
     json!({ "name": "emseepea", "title": "emseepea", "version": env!("CARGO_PKG_VERSION") })
@@ -61,9 +64,15 @@ fn modern_extras(version: Version, caching: Option<Caching>) -> Vec<u8> {
     m.insert("resultType".into(), json!("complete"));
     if let Some(c) = caching {
         m.insert("ttlMs".into(), json!(c.ttl_ms));
-        m.insert("cacheScope".into(), json!(if c.private { "private" } else { "public" }));
+        m.insert(
+            "cacheScope".into(),
+            json!(if c.private { "private" } else { "public" }),
+        );
     }
-    m.insert("_meta".into(), json!({ "io.modelcontextprotocol/serverInfo": server_info() }));
+    m.insert(
+        "_meta".into(),
+        json!({ "io.modelcontextprotocol/serverInfo": server_info() }),
+    );
     let bytes = serde_json::to_vec(&Value::Object(m)).expect("serializable");
     // Strip the braces: `{"a":1}` -> `,"a":1`.
     let mut out = Vec::with_capacity(bytes.len());
@@ -73,7 +82,11 @@ fn modern_extras(version: Version, caching: Option<Caching>) -> Vec<u8> {
 }
 
 /// A result object plus the version's extras, wrapped in a response.
-fn respond(ctx: &Ctx, fields: Map<String, Value>, caching: Option<Caching>) -> Result<Vec<u8>, McpError> {
+fn respond(
+    ctx: &Ctx,
+    fields: Map<String, Value>,
+    caching: Option<Caching>,
+) -> Result<Vec<u8>, McpError> {
     let mut body = serde_json::to_vec(&Value::Object(fields)).expect("serializable");
     let extras = modern_extras(ctx.version, caching);
     if !extras.is_empty() {
@@ -104,29 +117,65 @@ fn cursor_param(params: &Map<String, Value>) -> Result<Option<&str>, McpError> {
     }
 }
 
-pub async fn call(ctx: &Ctx<'_>, method: &str, params: &Map<String, Value>) -> Result<Reply, McpError> {
-    let plain = |body| Ok(Reply { body, cache_control: None });
+pub async fn call(
+    ctx: &Ctx<'_>,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Reply, McpError> {
+    let plain = |body| {
+        Ok(Reply {
+            body,
+            cache_control: None,
+        })
+    };
     match (method, ctx.version.is_modern()) {
         ("ping", false) => plain(respond(ctx, Map::new(), None)?),
         ("logging/setLevel", false) => {
-            const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+            const LEVELS: [&str; 8] = [
+                "debug",
+                "info",
+                "notice",
+                "warning",
+                "error",
+                "critical",
+                "alert",
+                "emergency",
+            ];
             match params.get("level").and_then(Value::as_str) {
                 Some(l) if LEVELS.contains(&l) => plain(respond(ctx, Map::new(), None)?),
-                _ => Err(McpError::InvalidParams("level must be one of the RFC 5424 levels".into())),
+                _ => Err(McpError::InvalidParams(
+                    "level must be one of the RFC 5424 levels".into(),
+                )),
             }
         }
         ("server/discover", true) => {
             let mut m = Map::new();
-            m.insert("supportedVersions".into(), json!([Version::V2026_07_28.as_str()]));
+            m.insert(
+                "supportedVersions".into(),
+                json!([Version::V2026_07_28.as_str()]),
+            );
             m.insert("capabilities".into(), capabilities(ctx.version));
             if let Some(i) = &ctx.app.config.instructions {
                 m.insert("instructions".into(), json!(i));
             }
-            plain(respond(ctx, m, Some(Caching { ttl_ms: 3_600_000, private: false }))?)
+            plain(respond(
+                ctx,
+                m,
+                Some(Caching {
+                    ttl_ms: 3_600_000,
+                    private: false,
+                }),
+            )?)
         }
         ("resources/list", _) => list_resources(ctx, params).await,
         ("resources/templates/list", _) => {
-            let extras = modern_extras(ctx.version, Some(Caching { ttl_ms: 300_000, private: false }));
+            let extras = modern_extras(
+                ctx.version,
+                Some(Caching {
+                    ttl_ms: 300_000,
+                    private: false,
+                }),
+            );
             let budget = ctx.app.config.page_byte_limit().saturating_sub(
                 result_envelope_len(ctx.id) + br#"{"resourceTemplates":[]}"#.len() + extras.len(),
             );
@@ -139,7 +188,13 @@ pub async fn call(ctx: &Ctx<'_>, method: &str, params: &Map<String, Value>) -> R
                 ctx.app.config.list_pagination.page_size,
                 budget,
             )?;
-            plain(assemble(ctx.id, "resourceTemplates", &page.entries, page.next_cursor.as_deref(), &extras))
+            plain(assemble(
+                ctx.id,
+                "resourceTemplates",
+                &page.entries,
+                page.next_cursor.as_deref(),
+                &extras,
+            ))
         }
         ("resources/read", _) => {
             let uri = match params.get("uri") {
@@ -157,25 +212,53 @@ pub async fn call(ctx: &Ctx<'_>, method: &str, params: &Map<String, Value>) -> R
             .await
             .map_err(|e| {
                 match &e {
-                    read::ReadError::NotFound | read::ReadError::Unauthenticated { .. } | read::ReadError::InsufficientScope { .. } => {}
+                    read::ReadError::NotFound
+                    | read::ReadError::Unauthenticated { .. }
+                    | read::ReadError::InsufficientScope { .. } => {}
                     _ => tracing::warn!(request_id = %ctx.id.raw(), "resources/read failed: {e}"),
                 }
                 McpError::from_read(e, uri)
             })?;
-            let public = ctx.app.statics.get(uri).is_some_and(|s| s.access == crate::runtime::Access::Public);
+            let public = ctx
+                .app
+                .statics
+                .get(uri)
+                .is_some_and(|s| s.access == crate::runtime::Access::Public);
             let mut m = Map::new();
-            m.insert("contents".into(), serde_json::to_value(&contents).expect("serializable"));
-            let caching = if public { Caching { ttl_ms: 0, private: false } } else { PRIVATE };
+            m.insert(
+                "contents".into(),
+                serde_json::to_value(&contents).expect("serializable"),
+            );
+            let caching = if public {
+                Caching {
+                    ttl_ms: 0,
+                    private: false,
+                }
+            } else {
+                PRIVATE
+            };
             let body = respond(ctx, m, Some(caching))?;
-            Ok(Reply { body, cache_control: (!public).then_some(PRIVATE_NO_STORE) })
+            Ok(Reply {
+                body,
+                cache_control: (!public).then_some(PRIVATE_NO_STORE),
+            })
         }
         _ => Err(McpError::MethodNotFound),
     }
 }
 
 /// `{"<field>":[e1,e2,...],"nextCursor":"..."<extras>}` wrapped in a response.
-fn assemble(id: &RequestId, field: &str, entries: &[Vec<u8>], cursor: Option<&str>, extras: &[u8]) -> Vec<u8> {
-    let size: usize = entries.iter().map(|e| e.len() + 1).sum::<usize>() + cursor.map_or(0, |c| c.len() + 16) + extras.len() + 32;
+fn assemble(
+    id: &RequestId,
+    field: &str,
+    entries: &[Vec<u8>],
+    cursor: Option<&str>,
+    extras: &[u8],
+) -> Vec<u8> {
+    let size: usize = entries.iter().map(|e| e.len() + 1).sum::<usize>()
+        + cursor.map_or(0, |c| c.len() + 16)
+        + extras.len()
+        + 32;
     let mut result = Vec::with_capacity(size);
     result.extend_from_slice(b"{\"");
     result.extend_from_slice(field.as_bytes());
@@ -201,13 +284,25 @@ async fn list_resources(ctx: &Ctx<'_>, params: &Map<String, Value>) -> Result<Re
     let app = ctx.app;
     // Listings that depend on who asks are private, with a zero lifetime.
     let private = app.pager.has_sources() || app.auth.enabled();
-    let caching = if private { PRIVATE } else { Caching { ttl_ms: 0, private: false } };
+    let caching = if private {
+        PRIVATE
+    } else {
+        Caching {
+            ttl_ms: 0,
+            private: false,
+        }
+    };
     let extras = modern_extras(ctx.version, Some(caching));
     // Everything but the entries and the cursor, measured on the real bytes.
     let envelope_bytes = assemble(ctx.id, "resources", &[], None, &extras).len();
     let page = app
         .pager
-        .page(PageRequest { principal: ctx.principal, cursor: cursor_param(params)?, envelope_bytes, scope: ctx.scope })
+        .page(PageRequest {
+            principal: ctx.principal,
+            cursor: cursor_param(params)?,
+            envelope_bytes,
+            scope: ctx.scope,
+        })
         .await
         .map_err(|e| {
             if !matches!(e, crate::inventory::ListError::NoAccessibleSource { .. }) {
@@ -215,14 +310,23 @@ async fn list_resources(ctx: &Ctx<'_>, params: &Map<String, Value>) -> Result<Re
             }
             McpError::from(e)
         })?;
-    let body = assemble(ctx.id, "resources", &page.entries, page.next_cursor.as_deref(), &extras);
+    let body = assemble(
+        ctx.id,
+        "resources",
+        &page.entries,
+        page.next_cursor.as_deref(),
+        &extras,
+    );
     if body.len() > app.config.page_byte_limit() {
         // The pager budgets exactly; this is a bug guard, not a code path.
         tracing::error!(request_id = %ctx.id.raw(), bytes = body.len(), "resources/list page exceeds its byte limit");
         return Err(McpError::Internal);
     }
     // "The response is private and has a zero cache lifetime."
-    Ok(Reply { body, cache_control: app.pager.has_sources().then_some(PRIVATE_NO_STORE) })
+    Ok(Reply {
+        body,
+        cache_control: app.pager.has_sources().then_some(PRIVATE_NO_STORE),
+    })
 }
 
 /// The `initialize` result for a negotiated version.
@@ -234,5 +338,8 @@ pub fn initialize_result(app: &App, id: &RequestId, version: Version) -> Vec<u8>
     if let Some(i) = &app.config.instructions {
         m.insert("instructions".into(), json!(i));
     }
-    result_bytes(id, &serde_json::to_vec(&Value::Object(m)).expect("serializable"))
+    result_bytes(
+        id,
+        &serde_json::to_vec(&Value::Object(m)).expect("serializable"),
+    )
 }

@@ -22,7 +22,11 @@ struct Identity {
 
 impl Identity {
     fn of(p: &Principal) -> Self {
-        Self { client_id: p.client_id.clone(), subject: p.subject.clone(), audience: p.audience.clone() }
+        Self {
+            client_id: p.client_id.clone(),
+            subject: p.subject.clone(),
+            audience: p.audience.clone(),
+        }
     }
 }
 
@@ -56,18 +60,25 @@ impl Session {
     }
 
     fn touch(&self) {
-        self.last_seen_ms.store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.last_seen_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
     fn idle_for(&self) -> Duration {
-        Duration::from_millis((self.epoch.elapsed().as_millis() as u64).saturating_sub(self.last_seen_ms.load(Ordering::Relaxed)))
+        Duration::from_millis(
+            (self.epoch.elapsed().as_millis() as u64)
+                .saturating_sub(self.last_seen_ms.load(Ordering::Relaxed)),
+        )
     }
 
     /// Track a request so `notifications/cancelled` can reach it; the guard
     /// forgets it when the request ends.
     pub fn register(self: &Arc<Self>, id: &RequestId, token: CancellationToken) -> InFlight {
         self.in_flight.lock().unwrap().insert(id.clone(), token);
-        InFlight { session: self.clone(), id: id.clone() }
+        InFlight {
+            session: self.clone(),
+            id: id.clone(),
+        }
     }
 
     /// Cancel the in-flight request `id`; unknown ids are ignored (it may have finished).
@@ -112,7 +123,11 @@ fn new_id() -> String {
 
 impl Sessions {
     pub fn new(max: usize, idle_timeout: Duration) -> Self {
-        Self { map: Mutex::new(HashMap::new()), max: max.max(1), idle_timeout }
+        Self {
+            map: Mutex::new(HashMap::new()),
+            max: max.max(1),
+            idle_timeout,
+        }
     }
 
     pub fn create(&self, version: Version, principal: Option<&Principal>) -> Arc<Session> {
@@ -130,10 +145,13 @@ impl Sessions {
             map.retain(|_, s| s.idle_for() < self.idle_timeout);
             if map.len() >= self.max {
                 // Evict the longest idle session.
-                if let Some(oldest) = map.iter().max_by_key(|(_, s)| s.idle_for()).map(|(k, _)| k.clone()) {
-                    if let Some(s) = map.remove(&oldest) {
-                        s.cancel_all();
-                    }
+                if let Some(oldest) = map
+                    .iter()
+                    .max_by_key(|(_, s)| s.idle_for())
+                    .map(|(k, _)| k.clone())
+                    && let Some(s) = map.remove(&oldest)
+                {
+                    s.cancel_all();
                 }
             }
         }

@@ -11,7 +11,12 @@ pub enum Version {
 
 impl Version {
     /// Every supported version, newest first (as sent in -32022's `data.supported`).
-    pub const ALL: [Version; 4] = [Version::V2026_07_28, Version::V2025_11_25, Version::V2025_06_18, Version::V2025_03_26];
+    pub const ALL: [Version; 4] = [
+        Version::V2026_07_28,
+        Version::V2025_11_25,
+        Version::V2025_06_18,
+        Version::V2025_03_26,
+    ];
     /// The newest version with the `initialize` handshake.
     pub const LATEST_LEGACY: Version = Version::V2025_11_25;
 

@@ -18,7 +18,11 @@ pub struct Budget {
 impl Budget {
     pub fn new(limits: &BudgetConfig, request_deadline: Instant) -> Self {
         let cap = Instant::now() + Duration::from_millis(limits.max_duration_ms);
-        Budget { fuel: limits.fuel, deadline: request_deadline.min(cap), memory_bytes: limits.memory_bytes }
+        Budget {
+            fuel: limits.fuel,
+            deadline: request_deadline.min(cap),
+            memory_bytes: limits.memory_bytes,
+        }
     }
 }
 

@@ -45,11 +45,15 @@ impl ComponentCache {
     pub fn new(engine: &Engine, dir: PathBuf) -> Self {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        Self { dir, engine_key: format!("{:016x}", hasher.finish()) }
+        Self {
+            dir,
+            engine_key: format!("{:016x}", hasher.finish()),
+        }
     }
 
     fn entry_path(&self, wasm_sha256: &str) -> PathBuf {
-        self.dir.join(format!("{wasm_sha256}-{}.cwasm", self.engine_key))
+        self.dir
+            .join(format!("{wasm_sha256}-{}.cwasm", self.engine_key))
     }
 
     /// The component for `wasm`, from the cache when a valid entry exists.
@@ -68,19 +72,27 @@ impl ComponentCache {
                 // engine compatibility in the file name and re-checked by wasmtime).
                 Some(payload) => match unsafe { Component::deserialize(engine, payload) } {
                     Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                    Err(e) => tracing::warn!(path = %path.display(), "stale cache entry, recompiling: {e}"),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), "stale cache entry, recompiling: {e}")
+                    }
                 },
                 None => tracing::warn!(path = %path.display(), "corrupt cache entry, recompiling"),
             }
             outcome = CacheOutcome::Rebuilt;
         }
         check_component_header(wasm)?;
-        let compiled = engine.precompile_component(wasm).map_err(|e| format!("does not compile: {}", crate::config::one_line(&format!("{e:#}"))))?;
+        let compiled = engine.precompile_component(wasm).map_err(|e| {
+            format!(
+                "does not compile: {}",
+                crate::config::one_line(&format!("{e:#}"))
+            )
+        })?;
         if let Err(e) = self.store(&path, &compiled) {
             tracing::warn!(path = %path.display(), "could not write the precompile cache: {e}");
         }
         // SAFETY: produced just now by this engine.
-        let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(|e| format!("{e:#}"))?;
+        let component =
+            unsafe { Component::deserialize(engine, &compiled) }.map_err(|e| format!("{e:#}"))?;
         Ok((component, outcome))
     }
 

@@ -27,13 +27,24 @@ pub(crate) type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result
 
 impl Source {
     /// Run `f` against a fresh instance of this source under a budget.
-    pub(crate) async fn call<R, F>(&self, scope: &RequestScope, what: &'static str, f: F) -> Result<R, GuestError>
+    pub(crate) async fn call<R, F>(
+        &self,
+        scope: &RequestScope,
+        what: &'static str,
+        f: F,
+    ) -> Result<R, GuestError>
     where
         R: Send,
         F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
     {
         let budget = Budget::new(&self.budget, scope.deadline);
-        let mut log = CallLog { source: &self.log_name, what, request_id: &scope.request_id, started: Instant::now(), done: false };
+        let mut log = CallLog {
+            source: &self.log_name,
+            what,
+            request_id: &scope.request_id,
+            started: Instant::now(),
+            done: false,
+        };
         let run = self.run(budget, scope, f);
         let result = tokio::select! {
             biased;
@@ -52,12 +63,20 @@ impl Source {
         F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
     {
         // Wait for a pool slot; the outer timer bounds the wait by the deadline.
-        let _permit = self.runtime.permits.acquire().await.map_err(|_| GuestError::Cancelled)?;
+        let _permit = self
+            .runtime
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| GuestError::Cancelled)?;
         if Instant::now() >= budget.deadline {
             return Err(GuestError::DeadlineExceeded);
         }
-        let (wasi, stdout, stderr) =
-            self.capabilities.wasi.build().map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
+        let (wasi, stdout, stderr) = self
+            .capabilities
+            .wasi
+            .build()
+            .map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
         let state = HostState {
             wasi,
             table: wasmtime::component::ResourceTable::new(),
@@ -68,7 +87,9 @@ impl Source {
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.memory);
-        store.set_fuel(budget.fuel).map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
+        store
+            .set_fuel(budget.fuel)
+            .map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
         let deadline = budget.deadline;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
@@ -81,17 +102,33 @@ impl Source {
             }
         });
         let result = match self.pre.instantiate_async(&mut store).await {
-            Ok(instance) => f(&mut store, &instance).await.map_err(|e| classify(e, &store, &budget)),
+            Ok(instance) => f(&mut store, &instance)
+                .await
+                .map_err(|e| classify(e, &store, &budget)),
             Err(e) => Err(match classify(e, &store, &budget) {
                 GuestError::Trap(msg) => GuestError::Instantiate(msg),
                 other => other,
             }),
         };
         let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        self.last_fuel_used.store(fuel_used, std::sync::atomic::Ordering::Relaxed);
-        self.last_memory_bytes.store(store.data().memory.used(), std::sync::atomic::Ordering::Relaxed);
-        forward_output(&self.log_name, &scope.request_id, "stdout", &stdout.contents());
-        forward_output(&self.log_name, &scope.request_id, "stderr", &stderr.contents());
+        self.last_fuel_used
+            .store(fuel_used, std::sync::atomic::Ordering::Relaxed);
+        self.last_memory_bytes.store(
+            store.data().memory.used(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        forward_output(
+            &self.log_name,
+            &scope.request_id,
+            "stdout",
+            &stdout.contents(),
+        );
+        forward_output(
+            &self.log_name,
+            &scope.request_id,
+            "stderr",
+            &stderr.contents(),
+        );
         result
     }
 }
@@ -138,13 +175,26 @@ impl CallLog<'_> {
         self.done = true;
         let elapsed_us = self.started.elapsed().as_micros() as u64;
         match result {
-            Ok(_) => tracing::debug!(source = self.source, call = self.what, request_id = self.request_id, elapsed_us, "guest call ok"),
+            Ok(_) => tracing::debug!(
+                source = self.source,
+                call = self.what,
+                request_id = self.request_id,
+                elapsed_us,
+                "guest call ok"
+            ),
             Err(GuestError::Source(failure)) => tracing::info!(
-                source = self.source, call = self.what, request_id = self.request_id, elapsed_us,
+                source = self.source,
+                call = self.what,
+                request_id = self.request_id,
+                elapsed_us,
                 "guest call returned source-error: {failure:?}"
             ),
             Err(e) => tracing::warn!(
-                source = self.source, call = self.what, request_id = self.request_id, elapsed_us, reason = e.kind(),
+                source = self.source,
+                call = self.what,
+                request_id = self.request_id,
+                elapsed_us,
+                reason = e.kind(),
                 "guest call failed: {e}"
             ),
         }

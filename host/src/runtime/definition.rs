@@ -35,9 +35,15 @@ impl SourceDefinition {
     pub fn validate(t: wit::Template, lists: bool) -> Result<Self, String> {
         if t.name.is_empty()
             || t.name.len() > MAX_NAME
-            || !t.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            || !t
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         {
-            return Err(format!("template name {:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]", t.name));
+            return Err(format!(
+                "template name {:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]",
+                t.name
+            ));
         }
         if t.uri_template.len() > crate::config::MAX_URI_LEN {
             return Err("uri-template is longer than 2048 characters".into());
@@ -45,14 +51,24 @@ impl SourceDefinition {
         let uri_template = UriTemplate::parse(&t.uri_template)
             .map_err(|e| format!("uri-template {:?} does not parse: {e}", t.uri_template))?;
         if uri_template.expression_count() == 0 {
-            return Err(format!("uri-template {:?} has no expression", t.uri_template));
+            return Err(format!(
+                "uri-template {:?} has no expression",
+                t.uri_template
+            ));
         }
         check_len("title", t.title.as_deref(), MAX_TITLE)?;
         check_len("description", t.description.as_deref(), MAX_DESCRIPTION)?;
         check_len("mime-type", t.mime_type.as_deref(), MAX_MIME_TYPE_LEN)?;
         for scope in &t.required_scopes {
-            if scope.is_empty() || scope.len() > MAX_SCOPE || !scope.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\') {
-                return Err(format!("required scope {scope:?} must be 1..={MAX_SCOPE} printable ASCII characters without spaces or quotes"));
+            if scope.is_empty()
+                || scope.len() > MAX_SCOPE
+                || !scope
+                    .bytes()
+                    .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+            {
+                return Err(format!(
+                    "required scope {scope:?} must be 1..={MAX_SCOPE} printable ASCII characters without spaces or quotes"
+                ));
             }
         }
         let access = match t.access {
@@ -68,7 +84,10 @@ impl SourceDefinition {
             return Err("exports `inventory` (list) but its template is public; list needs a protected template".into());
         }
         if lists && !t.discoverable {
-            return Err("exports `inventory` (list) but its template is suppressed (discoverable: false)".into());
+            return Err(
+                "exports `inventory` (list) but its template is suppressed (discoverable: false)"
+                    .into(),
+            );
         }
         let mut required_scopes = t.required_scopes;
         required_scopes.sort();
@@ -88,7 +107,9 @@ impl SourceDefinition {
 
 fn check_len(what: &str, value: Option<&str>, max: usize) -> Result<(), String> {
     match value {
-        Some(v) if v.encode_utf16().count() > max => Err(format!("{what} is longer than {max} characters")),
+        Some(v) if v.encode_utf16().count() > max => {
+            Err(format!("{what} is longer than {max} characters"))
+        }
         _ => Ok(()),
     }
 }
@@ -116,11 +137,19 @@ mod tests {
         let mut public = template();
         public.access = wit::Access::Public;
         public.required_scopes.clear();
-        assert!(SourceDefinition::validate(public.clone(), true).unwrap_err().contains("public"));
+        assert!(
+            SourceDefinition::validate(public.clone(), true)
+                .unwrap_err()
+                .contains("public")
+        );
         assert!(SourceDefinition::validate(public, false).is_ok());
         let mut hidden = template();
         hidden.discoverable = false;
-        assert!(SourceDefinition::validate(hidden.clone(), true).unwrap_err().contains("suppressed"));
+        assert!(
+            SourceDefinition::validate(hidden.clone(), true)
+                .unwrap_err()
+                .contains("suppressed")
+        );
         assert!(SourceDefinition::validate(hidden, false).is_ok());
     }
 

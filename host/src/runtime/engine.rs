@@ -29,7 +29,8 @@ impl Runtime {
         let engine = build_engine(config)?;
         let mut linker = Linker::new(&engine);
         capabilities::add_to_linker(&mut linker).map_err(|e| anyhow::anyhow!("{e:#}"))?;
-        let ticker = EpochTicker::start(engine.clone(), Duration::from_micros(config.epoch_tick_us));
+        let ticker =
+            EpochTicker::start(engine.clone(), Duration::from_micros(config.epoch_tick_us));
         Ok(Self {
             engine,
             linker,
@@ -79,7 +80,11 @@ fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
         .linear_memory_keep_resident(rc.keep_resident_bytes as usize)
         // On Linux >= 6.7, reset only the pages a call dirtied (measured 3x
         // slower under gVisor, where the ioctl is missing: opt-in).
-        .pagemap_scan(if rc.pagemap_scan { wasmtime::Enabled::Auto } else { wasmtime::Enabled::No })
+        .pagemap_scan(if rc.pagemap_scan {
+            wasmtime::Enabled::Auto
+        } else {
+            wasmtime::Enabled::No
+        })
         .table_keep_resident(64 * 1024);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&config).map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))

@@ -21,14 +21,23 @@ pub struct HostState {
 
 impl wasmtime_wasi_http::WasiHttpView for HostState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
-        let CallCapabilities { http_ctx, egress, .. } = &mut self.capabilities;
-        wasmtime_wasi_http::WasiHttpCtxView { ctx: http_ctx, table: &mut self.table, hooks: egress }
+        let CallCapabilities {
+            http_ctx, egress, ..
+        } = &mut self.capabilities;
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: http_ctx,
+            table: &mut self.table,
+            hooks: egress,
+        }
     }
 }
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -45,7 +54,11 @@ pub struct MemoryAccount {
 
 impl MemoryAccount {
     pub fn new(cap: u64) -> Self {
-        Self { cap, used: 0, exceeded: false }
+        Self {
+            cap,
+            used: 0,
+            exceeded: false,
+        }
     }
 
     /// Charge host-side bytes made for the guest; refused past the cap.
@@ -65,11 +78,15 @@ impl MemoryAccount {
     pub fn remaining(&self) -> u64 {
         self.cap.saturating_sub(self.used)
     }
-
 }
 
 impl wasmtime::ResourceLimiter for MemoryAccount {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let delta = desired.saturating_sub(current) as u64;
         match self.charge(delta) {
             Ok(()) => Ok(true),
@@ -79,7 +96,12 @@ impl wasmtime::ResourceLimiter for MemoryAccount {
         }
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         // Tables are bounded by the pooling allocator's `table_elements`; a
         // table entry costs a few bytes, charge it like memory.
         Ok(desired <= 1_000_000)

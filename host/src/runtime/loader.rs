@@ -2,7 +2,9 @@
 //! order (= registration order), each with an optional `NAME.toml` manifest.
 //! Anything wrong stops startup with one line naming the file and the reason.
 
-use super::bindings::emseepea::inventory::types::{CallContext, InventoryPage, ResourceContents, SourceError, Template};
+use super::bindings::emseepea::inventory::types::{
+    CallContext, InventoryPage, ResourceContents, SourceError, Template,
+};
 use super::bindings::exports::emseepea::inventory::{inventory, template};
 use super::budget::{GuestError, SourceFailure};
 use super::cache::{CacheOutcome, ComponentCache, sha256_hex};
@@ -27,7 +29,10 @@ pub struct LoadError {
 
 impl LoadError {
     fn new(file: &Path, reason: impl Into<String>) -> Self {
-        Self { file: file.to_owned(), reason: reason.into() }
+        Self {
+            file: file.to_owned(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -53,7 +58,10 @@ pub struct Source {
 
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Source").field("name", &self.definition.name).field("file", &self.file).finish()
+        f.debug_struct("Source")
+            .field("name", &self.definition.name)
+            .field("file", &self.file)
+            .finish()
     }
 }
 
@@ -114,13 +122,17 @@ impl Source {
         scope: &RequestScope,
     ) -> Result<InventoryPage, GuestError> {
         let Some(idx) = self.inventory.clone() else {
-            return Err(GuestError::InvalidResult("source does not export inventory".into()));
+            return Err(GuestError::InvalidResult(
+                "source does not export inventory".into(),
+            ));
         };
         let after = after.map(str::to_owned);
         self.call(scope, "list", move |store, instance| {
             Box::pin(async move {
                 let guest = idx.load(&mut *store, instance)?;
-                guest.call_list(&mut *store, after.as_deref(), limit, &context).await
+                guest
+                    .call_list(&mut *store, after.as_deref(), limit, &context)
+                    .await
             })
         })
         .await?
@@ -140,11 +152,14 @@ impl SourceSet {
     /// Load every `*.wasm` of `config.sources_dir` in file-name order.
     pub async fn load(runtime: Arc<Runtime>, config: &Config) -> Result<SourceSet, LoadError> {
         let dir = &config.sources_dir;
-        let entries = std::fs::read_dir(dir).map_err(|e| LoadError::new(dir, format!("cannot read the sources directory: {e}")))?;
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| LoadError::new(dir, format!("cannot read the sources directory: {e}")))?;
         let mut files: Vec<PathBuf> = Vec::new();
         let mut manifests: Vec<PathBuf> = Vec::new();
         for entry in entries {
-            let path = entry.map_err(|e| LoadError::new(dir, e.to_string()))?.path();
+            let path = entry
+                .map_err(|e| LoadError::new(dir, e.to_string()))?
+                .path();
             match path.extension().and_then(|e| e.to_str()) {
                 Some("wasm") => files.push(path),
                 Some("toml") => manifests.push(path),
@@ -152,13 +167,27 @@ impl SourceSet {
             }
         }
         // Registration order is file-name order, compared as bytes.
-        files.sort_by(|a, b| a.file_name().unwrap().as_encoded_bytes().cmp(b.file_name().unwrap().as_encoded_bytes()));
+        files.sort_by(|a, b| {
+            a.file_name()
+                .unwrap()
+                .as_encoded_bytes()
+                .cmp(b.file_name().unwrap().as_encoded_bytes())
+        });
         for manifest in &manifests {
             if !manifest.with_extension("wasm").is_file() {
-                return Err(LoadError::new(manifest, "manifest without a component (expected a .wasm beside it)"));
+                return Err(LoadError::new(
+                    manifest,
+                    "manifest without a component (expected a .wasm beside it)",
+                ));
             }
         }
-        let cache = ComponentCache::new(&runtime.engine, config.cache_dir.clone().unwrap_or_else(|| config.state_dir.join("precompiled")));
+        let cache = ComponentCache::new(
+            &runtime.engine,
+            config
+                .cache_dir
+                .clone()
+                .unwrap_or_else(|| config.state_dir.join("precompiled")),
+        );
         let shared = ServerCapabilities::new(config);
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
@@ -166,7 +195,11 @@ impl SourceSet {
             if let Some(other) = sources.iter().find(|s| s.name() == source.name()) {
                 return Err(LoadError::new(
                     &file,
-                    format!("duplicate template name {:?} (already registered by {})", source.name(), other.file.display()),
+                    format!(
+                        "duplicate template name {:?} (already registered by {})",
+                        source.name(),
+                        other.file.display()
+                    ),
                 ));
             }
             tracing::info!(
@@ -176,7 +209,10 @@ impl SourceSet {
             sources.push(Arc::new(source));
         }
         let fingerprint = fingerprint(&sources);
-        Ok(SourceSet { sources, fingerprint })
+        Ok(SourceSet {
+            sources,
+            fingerprint,
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Source>> {
@@ -208,24 +244,35 @@ async fn load_one(
 ) -> Result<Source, LoadError> {
     let manifest_path = file.with_extension("toml");
     let manifest = if manifest_path.is_file() {
-        SourceManifest::load(&manifest_path).map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?
+        SourceManifest::load(&manifest_path)
+            .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?
     } else {
         SourceManifest::default()
     };
     let budget = manifest.budget.apply(config.budget);
-    check_budget("budget", &budget, config.runtime.max_memory_bytes).map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
-    let capabilities = shared.grant(&manifest)
+    check_budget("budget", &budget, config.runtime.max_memory_bytes)
+        .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
+    let capabilities = shared
+        .grant(&manifest)
         .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
 
-    let wasm = std::fs::read(file).map_err(|e| LoadError::new(file, format!("cannot read: {e}")))?;
+    let wasm =
+        std::fs::read(file).map_err(|e| LoadError::new(file, format!("cannot read: {e}")))?;
     let wasm_sha256 = sha256_hex(&wasm);
     let engine = runtime.engine.clone();
     let (component, outcome) = {
-        let cache_result = tokio::task::block_in_place(|| cache.load_or_compile(&engine, &wasm, &wasm_sha256));
+        let cache_result =
+            tokio::task::block_in_place(|| cache.load_or_compile(&engine, &wasm, &wasm_sha256));
         cache_result.map_err(|e| LoadError::new(file, e))?
     };
     let pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
-        LoadError::new(file, format!("imports something the host does not provide: {}", crate::config::one_line(&format!("{e:#}"))))
+        LoadError::new(
+            file,
+            format!(
+                "imports something the host does not provide: {}",
+                crate::config::one_line(&format!("{e:#}"))
+            ),
+        )
     })?;
     let template = template::GuestIndices::new(&pre).map_err(|e| {
         LoadError::new(
@@ -236,13 +283,22 @@ async fn load_one(
             ),
         )
     })?;
-    let exports_inventory = component.get_export_index(None, "emseepea:inventory/inventory@0.1.0").is_some();
+    let exports_inventory = component
+        .get_export_index(None, "emseepea:inventory/inventory@0.1.0")
+        .is_some();
     let inventory = if exports_inventory {
-        Some(inventory::GuestIndices::new(&pre).map_err(|e| LoadError::new(file, format!("bad inventory export: {e:#}")))?)
+        Some(
+            inventory::GuestIndices::new(&pre)
+                .map_err(|e| LoadError::new(file, format!("bad inventory export: {e:#}")))?,
+        )
     } else {
         None
     };
-    let stem: Arc<str> = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default().into();
+    let stem: Arc<str> = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .into();
     let mut source = Source {
         // Filled in from describe() below.
         definition: placeholder_definition(),
@@ -261,7 +317,10 @@ async fn load_one(
     };
     // Typed lookups happen at instantiation: a mismatched signature shows up
     // in describe() as an error, reported as a wrong world.
-    let scope = RequestScope::new(Instant::now() + Duration::from_millis(STARTUP_CALL_DURATION_MS), "startup");
+    let scope = RequestScope::new(
+        Instant::now() + Duration::from_millis(STARTUP_CALL_DURATION_MS),
+        "startup",
+    );
     let described = source.describe(&scope).await.map_err(|e| match e {
         GuestError::Trap(m) if m.contains("type mismatch") || m.contains("expected") => {
             LoadError::new(file, format!("exports emseepea:inventory with the wrong signatures (wrong world or version?): {m}"))

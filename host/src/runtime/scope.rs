@@ -18,7 +18,11 @@ pub struct RequestScope {
 
 impl RequestScope {
     pub fn new(deadline: Instant, request_id: impl Into<Arc<str>>) -> Self {
-        Self { deadline, cancel: CancellationToken::new(), request_id: request_id.into() }
+        Self {
+            deadline,
+            cancel: CancellationToken::new(),
+            request_id: request_id.into(),
+        }
     }
 
     /// Milliseconds since the Unix epoch at which the deadline falls, for guests.

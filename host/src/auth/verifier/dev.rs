@@ -59,7 +59,10 @@ pub struct TokenRequest<'a> {
 /// Mint a dev token (refused unless the config is in dev mode).
 pub fn mint(config: &Config, req: &TokenRequest) -> anyhow::Result<String> {
     if config.auth.mode != AuthMode::Dev {
-        anyhow::bail!("{}: tokens can only be minted when [auth] mode = \"dev\"", config.file.display());
+        anyhow::bail!(
+            "{}: tokens can only be minted when [auth] mode = \"dev\"",
+            config.file.display()
+        );
     }
     if let Some(s) = req.subject
         && !crate::auth::valid_subject(s)
@@ -67,7 +70,9 @@ pub fn mint(config: &Config, req: &TokenRequest) -> anyhow::Result<String> {
         anyhow::bail!("--sub must be 1..=256 characters without control characters");
     }
     let secret = load_or_create_secret(&config.state_dir)?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
     let mut claims = json!({
         "iss": ISSUER,
         "aud": req.audience,
@@ -81,5 +86,9 @@ pub fn mint(config: &Config, req: &TokenRequest) -> anyhow::Result<String> {
     if let Some(s) = req.subject {
         claims["sub"] = json!(s);
     }
-    Ok(jsonwebtoken::encode(&Header::default(), &claims, &EncodingKey::from_secret(&secret)?)?)
+    Ok(jsonwebtoken::encode(
+        &Header::default(),
+        &claims,
+        &EncodingKey::from_secret(&secret)?,
+    )?)
 }

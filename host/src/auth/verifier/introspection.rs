@@ -2,7 +2,7 @@
 //! credentials (HTTP Basic). Active tokens are cached until their `exp` by
 //! the shared token cache; the audience must name this server.
 
-use super::{VerifyError, Verified, principal_from_claims};
+use super::{Verified, VerifyError, principal_from_claims};
 use crate::config::Config;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -47,14 +47,22 @@ impl Introspector {
             .await
             .map_err(|e| VerifyError::Unavailable(format!("introspection: {e}")))?;
         if !resp.status().is_success() {
-            return Err(VerifyError::Unavailable(format!("introspection answered {}", resp.status())));
+            return Err(VerifyError::Unavailable(format!(
+                "introspection answered {}",
+                resp.status()
+            )));
         }
-        let claims: Map<String, Value> =
-            resp.json().await.map_err(|e| VerifyError::Unavailable(format!("introspection response: {e}")))?;
+        let claims: Map<String, Value> = resp
+            .json()
+            .await
+            .map_err(|e| VerifyError::Unavailable(format!("introspection response: {e}")))?;
         if claims.get("active") != Some(&Value::Bool(true)) {
             return Err(VerifyError::Invalid("inactive token".into()));
         }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
         let exp = claims.get("exp").and_then(Value::as_u64);
         if exp.is_some_and(|e| e <= now) {
             return Err(VerifyError::Invalid("expired".into()));
@@ -70,9 +78,14 @@ impl Introspector {
             _ => false,
         };
         if !audience_ok {
-            return Err(VerifyError::Invalid("audience does not name this server".into()));
+            return Err(VerifyError::Invalid(
+                "audience does not name this server".into(),
+            ));
         }
         let principal = principal_from_claims(&claims, &self.subject_claim, &self.audience)?;
-        Ok(Verified { principal, expires_at: exp.unwrap_or(now + DEFAULT_CACHE_S).min(now + 3600) })
+        Ok(Verified {
+            principal,
+            expires_at: exp.unwrap_or(now + DEFAULT_CACHE_S).min(now + 3600),
+        })
     }
 }

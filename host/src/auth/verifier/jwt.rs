@@ -9,7 +9,7 @@
 //! - An unknown `kid` refreshes a URL-based JWKS at most once per configured
 //!   interval, with a timeout.
 
-use super::{VerifyError, Verified, principal_from_claims};
+use super::{Verified, VerifyError, principal_from_claims};
 use crate::config::Config;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -45,8 +45,12 @@ struct Refresh {
 fn key_algorithm(jwk: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
     let implied = match &jwk.algorithm {
         AlgorithmParameters::RSA(_) => Algorithm::RS256,
-        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => Algorithm::ES256,
-        AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => Algorithm::EdDSA,
+        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => {
+            Algorithm::ES256
+        }
+        AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => {
+            Algorithm::EdDSA
+        }
         // Symmetric keys in a JWKS would let anyone holding the JWKS mint tokens.
         _ => return None,
     };
@@ -69,10 +73,17 @@ fn parse_jwks(text: &str) -> anyhow::Result<HashMap<Option<String>, Key>> {
     let set: JwkSet = serde_json::from_str(text)?;
     let mut keys = HashMap::new();
     for jwk in &set.keys {
-        if jwk.common.public_key_use.as_ref().is_some_and(|u| !matches!(u, jsonwebtoken::jwk::PublicKeyUse::Signature)) {
+        if jwk
+            .common
+            .public_key_use
+            .as_ref()
+            .is_some_and(|u| !matches!(u, jsonwebtoken::jwk::PublicKeyUse::Signature))
+        {
             continue;
         }
-        let Some(algorithm) = key_algorithm(jwk) else { continue };
+        let Some(algorithm) = key_algorithm(jwk) else {
+            continue;
+        };
         let key = DecodingKey::from_jwk(jwk)?;
         keys.insert(jwk.common.key_id.clone(), Key { algorithm, key });
     }
@@ -83,7 +94,12 @@ fn parse_jwks(text: &str) -> anyhow::Result<HashMap<Option<String>, Key>> {
 }
 
 async fn fetch(client: &reqwest::Client, url: &str, timeout: Duration) -> anyhow::Result<String> {
-    let resp = client.get(url).timeout(timeout).send().await?.error_for_status()?;
+    let resp = client
+        .get(url)
+        .timeout(timeout)
+        .send()
+        .await?
+        .error_for_status()?;
     Ok(resp.text().await?)
 }
 
@@ -91,13 +107,19 @@ impl JwtVerifier {
     pub async fn from_config(config: &Config, resource: &str) -> anyhow::Result<Self> {
         let jwt = config.auth.jwt.as_ref().expect("validated");
         let (keys, refresh) = if let Some(file) = &jwt.jwks_file {
-            let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            (parse_jwks(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?, None)
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            (
+                parse_jwks(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?,
+                None,
+            )
         } else {
             let url = jwt.jwks_url.clone().expect("validated");
             let client = crate::http_client::client()?;
             let timeout = Duration::from_millis(jwt.jwks_timeout_ms);
-            let text = fetch(&client, &url, timeout).await.map_err(|e| anyhow::anyhow!("fetching the JWKS from {url}: {e}"))?;
+            let text = fetch(&client, &url, timeout)
+                .await
+                .map_err(|e| anyhow::anyhow!("fetching the JWKS from {url}: {e}"))?;
             let keys = parse_jwks(&text).map_err(|e| anyhow::anyhow!("the JWKS at {url}: {e}"))?;
             let refresh = Refresh {
                 url,
@@ -108,7 +130,14 @@ impl JwtVerifier {
             };
             (keys, Some(refresh))
         };
-        Ok(Self::new(keys, jwt.issuer.clone(), resource, config, jwt.required_typ.clone(), refresh))
+        Ok(Self::new(
+            keys,
+            jwt.issuer.clone(),
+            resource,
+            config,
+            jwt.required_typ.clone(),
+            refresh,
+        ))
     }
 
     fn new(
@@ -133,17 +162,26 @@ impl JwtVerifier {
     /// A verifier with one HMAC key (dev mode).
     pub fn hmac(secret: &[u8], issuer: &str, resource: &str, config: &Config) -> Self {
         let mut keys = HashMap::new();
-        keys.insert(None, Key { algorithm: Algorithm::HS256, key: DecodingKey::from_secret(secret).expect("hmac key") });
+        keys.insert(
+            None,
+            Key {
+                algorithm: Algorithm::HS256,
+                key: DecodingKey::from_secret(secret).expect("hmac key"),
+            },
+        );
         Self::new(keys, issuer.to_owned(), resource, config, None, None)
     }
 
     pub async fn verify(&self, token: &str) -> Result<Verified, VerifyError> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| VerifyError::Invalid(format!("header: {e}")))?;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| VerifyError::Invalid(format!("header: {e}")))?;
         if let Some(required) = &self.required_typ {
             let typ = header.typ.as_deref().unwrap_or("");
             let typ = typ.strip_prefix("application/").unwrap_or(typ);
             if !typ.eq_ignore_ascii_case(required) {
-                return Err(VerifyError::Invalid(format!("typ {typ:?} is not {required:?}")));
+                return Err(VerifyError::Invalid(format!(
+                    "typ {typ:?} is not {required:?}"
+                )));
             }
         }
         if !self.has_key(header.kid.as_deref()) {
@@ -154,10 +192,18 @@ impl JwtVerifier {
             (Some(k), _) => k,
             // A token without `kid` may use the only key there is.
             (None, None) if keys.len() == 1 => keys.values().next().unwrap(),
-            _ => return Err(VerifyError::Invalid(format!("unknown kid {:?}", header.kid))),
+            _ => {
+                return Err(VerifyError::Invalid(format!(
+                    "unknown kid {:?}",
+                    header.kid
+                )));
+            }
         };
         if header.alg != key.algorithm {
-            return Err(VerifyError::Invalid(format!("alg {:?} does not match the key's {:?}", header.alg, key.algorithm)));
+            return Err(VerifyError::Invalid(format!(
+                "alg {:?} does not match the key's {:?}",
+                header.alg, key.algorithm
+            )));
         }
         let mut validation = Validation::new(key.algorithm);
         validation.leeway = self.leeway;
@@ -169,7 +215,10 @@ impl JwtVerifier {
             .map_err(|e| VerifyError::Invalid(format!("{e}")))?;
         let expires_at = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let principal = principal_from_claims(&data.claims, &self.subject_claim, &self.audience)?;
-        Ok(Verified { principal, expires_at })
+        Ok(Verified {
+            principal,
+            expires_at,
+        })
     }
 
     fn has_key(&self, kid: Option<&str>) -> bool {
@@ -182,13 +231,17 @@ impl JwtVerifier {
 
     /// Refetch the JWKS, at most once per interval.
     async fn refresh_keys(&self) -> Result<(), VerifyError> {
-        let Some(r) = &self.refresh else { return Ok(()) };
+        let Some(r) = &self.refresh else {
+            return Ok(());
+        };
         let mut last = r.last.lock().await;
         if last.is_some_and(|t| t.elapsed() < r.interval) {
             return Ok(());
         }
         *last = Some(Instant::now());
-        let text = fetch(&r.client, &r.url, r.timeout).await.map_err(|e| VerifyError::Unavailable(format!("JWKS refresh: {e}")))?;
+        let text = fetch(&r.client, &r.url, r.timeout)
+            .await
+            .map_err(|e| VerifyError::Unavailable(format!("JWKS refresh: {e}")))?;
         match parse_jwks(&text) {
             Ok(keys) => {
                 *self.keys.write().unwrap() = keys;

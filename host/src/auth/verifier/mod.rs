@@ -33,7 +33,9 @@ impl Verifier {
         Ok(match config.auth.mode {
             AuthMode::Dev => Verifier::Dev(dev::verifier(config, resource)?),
             AuthMode::Jwt => Verifier::Jwt(jwt::JwtVerifier::from_config(config, resource).await?),
-            AuthMode::Introspection => Verifier::Introspection(introspection::Introspector::new(config, resource)?),
+            AuthMode::Introspection => {
+                Verifier::Introspection(introspection::Introspector::new(config, resource)?)
+            }
             AuthMode::None => anyhow::bail!("no verifier in auth mode none"),
         })
     }
@@ -48,12 +50,20 @@ impl Verifier {
 
 /// Build the principal from verified claims: nothing but subject, client id,
 /// scopes and the audience the token was validated for.
-pub fn principal_from_claims(claims: &Map<String, Value>, subject_claim: &str, audience: &str) -> Result<Principal, VerifyError> {
+pub fn principal_from_claims(
+    claims: &Map<String, Value>,
+    subject_claim: &str,
+    audience: &str,
+) -> Result<Principal, VerifyError> {
     let subject = match claims.get(subject_claim) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if valid_subject(s) => Some(s.clone()),
         // "The verifier must validate the token and its subject before returning them."
-        Some(_) => return Err(VerifyError::Invalid(format!("claim {subject_claim:?} is not a valid subject"))),
+        Some(_) => {
+            return Err(VerifyError::Invalid(format!(
+                "claim {subject_claim:?} is not a valid subject"
+            )));
+        }
     };
     let client_id = ["client_id", "azp", "cid"]
         .iter()
@@ -63,21 +73,38 @@ pub fn principal_from_claims(claims: &Map<String, Value>, subject_claim: &str, a
         .to_owned();
     let mut scopes: Vec<String> = Vec::new();
     match claims.get("scope") {
-        Some(Value::String(s)) => scopes.extend(s.split(' ').filter(|s| !s.is_empty()).map(String::from)),
+        Some(Value::String(s)) => {
+            scopes.extend(s.split(' ').filter(|s| !s.is_empty()).map(String::from))
+        }
         Some(Value::Null) | None => {}
         Some(_) => return Err(VerifyError::Invalid("scope claim is not a string".into())),
     }
     match claims.get("scp") {
         Some(Value::Array(a)) => {
             for v in a {
-                scopes.push(v.as_str().ok_or_else(|| VerifyError::Invalid("scp has a non-string".into()))?.to_owned());
+                scopes.push(
+                    v.as_str()
+                        .ok_or_else(|| VerifyError::Invalid("scp has a non-string".into()))?
+                        .to_owned(),
+                );
             }
         }
-        Some(Value::String(s)) => scopes.extend(s.split(' ').filter(|s| !s.is_empty()).map(String::from)),
+        Some(Value::String(s)) => {
+            scopes.extend(s.split(' ').filter(|s| !s.is_empty()).map(String::from))
+        }
         Some(Value::Null) | None => {}
-        Some(_) => return Err(VerifyError::Invalid("scp claim is neither array nor string".into())),
+        Some(_) => {
+            return Err(VerifyError::Invalid(
+                "scp claim is neither array nor string".into(),
+            ));
+        }
     }
-    Ok(Principal::new(subject, client_id, scopes, Some(audience.to_owned())))
+    Ok(Principal::new(
+        subject,
+        client_id,
+        scopes,
+        Some(audience.to_owned()),
+    ))
 }
 
 #[cfg(test)]
@@ -97,17 +124,49 @@ mod tests {
             "r",
         )
         .unwrap();
-        assert_eq!(p, Principal::new(Some("alice".into()), "app".into(), vec!["a".into(), "b".into()], Some("r".into())));
+        assert_eq!(
+            p,
+            Principal::new(
+                Some("alice".into()),
+                "app".into(),
+                vec!["a".into(), "b".into()],
+                Some("r".into())
+            )
+        );
     }
 
     #[test]
     fn subject_is_validated() {
-        for bad in [json!(""), json!("a".repeat(257)), json!("a\u{1}b"), json!(5)] {
-            assert!(principal_from_claims(&claims(json!({"sub":bad,"client_id":"c"})), "sub", "r").is_err());
+        for bad in [
+            json!(""),
+            json!("a".repeat(257)),
+            json!("a\u{1}b"),
+            json!(5),
+        ] {
+            assert!(
+                principal_from_claims(&claims(json!({"sub":bad,"client_id":"c"})), "sub", "r")
+                    .is_err()
+            );
         }
-        assert!(principal_from_claims(&claims(json!({"client_id":"c"})), "sub", "r").unwrap().subject.is_none());
-        let p = principal_from_claims(&claims(json!({"uid":"u1","azp":"c","scp":["x"]})), "uid", "r").unwrap();
-        assert_eq!((p.subject.as_deref(), p.client_id.as_str(), p.scopes.len()), (Some("u1"), "c", 1));
-        assert!(principal_from_claims(&claims(json!({"sub":"a"})), "sub", "r").is_err(), "client id required");
+        assert!(
+            principal_from_claims(&claims(json!({"client_id":"c"})), "sub", "r")
+                .unwrap()
+                .subject
+                .is_none()
+        );
+        let p = principal_from_claims(
+            &claims(json!({"uid":"u1","azp":"c","scp":["x"]})),
+            "uid",
+            "r",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.subject.as_deref(), p.client_id.as_str(), p.scopes.len()),
+            (Some("u1"), "c", 1)
+        );
+        assert!(
+            principal_from_claims(&claims(json!({"sub":"a"})), "sub", "r").is_err(),
+            "client id required"
+        );
     }
 }

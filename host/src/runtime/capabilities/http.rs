@@ -28,14 +28,18 @@ pub struct Origin {
 
 impl Origin {
     pub fn parse(s: &str) -> Result<Origin, String> {
-        let (scheme, rest) = s.split_once("://").ok_or_else(|| format!("{s:?} is not scheme://host[:port]"))?;
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| format!("{s:?} is not scheme://host[:port]"))?;
         let default_port = match scheme {
             "http" => 80,
             "https" => 443,
             _ => return Err(format!("{s:?}: only http and https are allowed")),
         };
         if rest.is_empty() || rest.contains(['/', '?', '#', '@', '*']) {
-            return Err(format!("{s:?}: give scheme://host[:port] only (no path, credentials or wildcards)"));
+            return Err(format!(
+                "{s:?}: give scheme://host[:port] only (no path, credentials or wildcards)"
+            ));
         }
         let (host, port) = match rest.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || rest.starts_with('[') => {
@@ -43,7 +47,14 @@ impl Origin {
             }
             _ => (rest, default_port),
         };
-        Ok(Origin { scheme: scheme.into(), host: host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase(), port })
+        Ok(Origin {
+            scheme: scheme.into(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase(),
+            port,
+        })
     }
 
     /// Whether the entry itself names a non-public address, so that
@@ -74,7 +85,11 @@ pub fn is_public(ip: IpAddr) -> bool {
                 return is_public(IpAddr::V4(v4));
             }
             let s = v6.segments();
-            !(v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || (s[0] & 0xfe00) == 0xfc00 || (s[0] & 0xffc0) == 0xfe80)
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80)
         }
     }
 }
@@ -88,8 +103,15 @@ pub struct HttpGrants {
 
 impl HttpGrants {
     pub fn resolve(entries: &[String], limits: HttpGrantLimits) -> Result<Self, String> {
-        let origins = entries.iter().map(|e| Origin::parse(e)).collect::<Result<Vec<_>, _>>().map_err(|e| format!("grants http: {e}"))?;
-        Ok(Self { origins: Arc::new(origins), limits })
+        let origins = entries
+            .iter()
+            .map(|e| Origin::parse(e))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("grants http: {e}"))?;
+        Ok(Self {
+            origins: Arc::new(origins),
+            limits,
+        })
     }
 }
 
@@ -103,9 +125,19 @@ pub struct EgressHooks {
 impl EgressHooks {
     fn allowed(&self, uri: &http::Uri) -> Option<Origin> {
         let scheme = uri.scheme_str()?;
-        let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-        let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
-        self.grants.origins.iter().find(|o| o.scheme == scheme && o.host == host && o.port == port).cloned()
+        let host = uri
+            .host()?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        self.grants
+            .origins
+            .iter()
+            .find(|o| o.scheme == scheme && o.host == host && o.port == port)
+            .cloned()
     }
 }
 
@@ -124,8 +156,17 @@ impl WasiHttpHooks for EgressHooks {
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
-    ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>), Error>> + Send>
-    {
+    ) -> Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        http::Response<WasiBody>,
+                        Box<dyn Future<Output = Result<(), Error>> + Send>,
+                    ),
+                    Error,
+                >,
+            > + Send,
+    > {
         drop(fut);
         let source = self.source.clone();
         let uri = request.uri().clone();
@@ -159,12 +200,24 @@ impl WasiHttpHooks for EgressHooks {
                 first_byte_timeout: pick(options.first_byte_timeout),
                 between_bytes_timeout: pick(options.between_bytes_timeout),
             };
-            let request = request.map(|b| capped(b, limits.max_request_bytes, Error::HttpRequestBodySize));
+            let request =
+                request.map(|b| capped(b, limits.max_request_bytes, Error::HttpRequestBodySize));
             let send = wasmtime_wasi_http::default_send_request(request, Some(options));
-            let (response, io) = tokio::time::timeout(cap, send).await.map_err(|_| Error::ConnectionTimeout)??;
+            let (response, io) = tokio::time::timeout(cap, send)
+                .await
+                .map_err(|_| Error::ConnectionTimeout)??;
             tracing::debug!(source = %source, %uri, status = response.status().as_u16(), "outbound request");
-            let response = response.map(|b| capped(b.boxed_unsync(), limits.max_response_bytes, Error::HttpResponseBodySize));
-            Ok((response, Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>))
+            let response = response.map(|b| {
+                capped(
+                    b.boxed_unsync(),
+                    limits.max_response_bytes,
+                    Error::HttpResponseBodySize,
+                )
+            });
+            Ok((
+                response,
+                Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
+            ))
         })
     }
 }
@@ -175,17 +228,44 @@ mod tests {
 
     #[test]
     fn origins_parse_strictly() {
-        assert_eq!(Origin::parse("https://api.example.com").unwrap(), Origin { scheme: "https".into(), host: "api.example.com".into(), port: 443 });
+        assert_eq!(
+            Origin::parse("https://api.example.com").unwrap(),
+            Origin {
+                scheme: "https".into(),
+                host: "api.example.com".into(),
+                port: 443
+            }
+        );
         assert_eq!(Origin::parse("http://127.0.0.1:8080").unwrap().port, 8080);
         assert_eq!(Origin::parse("http://[::1]:9").unwrap().host, "::1");
-        for bad in ["api.example.com", "ftp://x", "https://x/path", "https://*.example.com", "https://u@x", "https://x:99999", "https://"] {
+        for bad in [
+            "api.example.com",
+            "ftp://x",
+            "https://x/path",
+            "https://*.example.com",
+            "https://u@x",
+            "https://x:99999",
+            "https://",
+        ] {
             assert!(Origin::parse(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn public_addresses() {
-        for private in ["127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.0.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fc00::1", "fe80::1", "::ffff:127.0.0.1"] {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.1",
+            "172.16.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
             assert!(!is_public(private.parse().unwrap()), "{private}");
         }
         for public in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
@@ -193,6 +273,10 @@ mod tests {
         }
         assert!(Origin::parse("http://127.0.0.1:1").unwrap().names_private());
         assert!(Origin::parse("http://localhost:1").unwrap().names_private());
-        assert!(!Origin::parse("https://api.example.com").unwrap().names_private());
+        assert!(
+            !Origin::parse("https://api.example.com")
+                .unwrap()
+                .names_private()
+        );
     }
 }

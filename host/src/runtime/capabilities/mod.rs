@@ -30,7 +30,10 @@ pub struct ServerCapabilities<'a> {
 
 impl<'a> ServerCapabilities<'a> {
     pub fn new(config: &'a Config) -> Self {
-        Self { config, databases: sqlite::Databases::new(config) }
+        Self {
+            config,
+            databases: sqlite::Databases::new(config),
+        }
     }
 
     /// Resolve a manifest's grants. A grant naming something the server
@@ -46,14 +49,21 @@ impl<'a> ServerCapabilities<'a> {
 }
 
 impl SourceCapabilities {
-
     /// Per-call state, made fresh for every guest call.
-    pub fn for_call(&self, source: &std::sync::Arc<str>, deadline: std::time::Instant) -> CallCapabilities {
+    pub fn for_call(
+        &self,
+        source: &std::sync::Arc<str>,
+        deadline: std::time::Instant,
+    ) -> CallCapabilities {
         CallCapabilities {
             config: self.config.clone(),
             sqlite: sqlite::SqliteCall::new(self.sqlite.clone()),
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
-            egress: http::EgressHooks { grants: self.http.clone(), deadline, source: source.clone() },
+            egress: http::EgressHooks {
+                grants: self.http.clone(),
+                deadline,
+                source: source.clone(),
+            },
         }
     }
 }
@@ -71,7 +81,13 @@ pub struct CallCapabilities {
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
-    super::bindings::emseepea::inventory::config::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
-    super::bindings::emseepea::inventory::sqlite::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    super::bindings::emseepea::inventory::config::add_to_linker::<HostState, HasSelf<HostState>>(
+        linker,
+        |s| s,
+    )?;
+    super::bindings::emseepea::inventory::sqlite::add_to_linker::<HostState, HasSelf<HostState>>(
+        linker,
+        |s| s,
+    )?;
     Ok(())
 }

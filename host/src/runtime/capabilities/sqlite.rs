@@ -13,7 +13,9 @@
 //!   opened read-only.
 
 use crate::config::{Config, DatabaseConfig};
-use crate::runtime::bindings::emseepea::inventory::sqlite::{Error, Host, HostConnection, Rows, Value};
+use crate::runtime::bindings::emseepea::inventory::sqlite::{
+    Error, Host, HostConnection, Rows, Value,
+};
 use crate::runtime::budget::DeadlineTrap;
 use crate::runtime::host_state::HostState;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
@@ -37,7 +39,11 @@ pub struct Database {
 
 impl Database {
     pub fn new(label: String, config: DatabaseConfig) -> Self {
-        Self { label, config, idle: Mutex::new(Vec::new()) }
+        Self {
+            label,
+            config,
+            idle: Mutex::new(Vec::new()),
+        }
     }
 
     fn checkout(&self) -> rusqlite::Result<rusqlite::Connection> {
@@ -45,7 +51,9 @@ impl Database {
             return Ok(conn);
         }
         let flags = if self.config.read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_URI
         } else {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
@@ -70,7 +78,9 @@ impl Database {
 fn authorize(ctx: AuthContext<'_>) -> Authorization {
     match ctx.action {
         AuthAction::Attach { .. } | AuthAction::Detach { .. } => Authorization::Deny,
-        AuthAction::Function { function_name } if function_name.eq_ignore_ascii_case("load_extension") => {
+        AuthAction::Function { function_name }
+            if function_name.eq_ignore_ascii_case("load_extension") =>
+        {
             Authorization::Deny
         }
         _ => Authorization::Allow,
@@ -88,7 +98,12 @@ impl Databases {
             config
                 .databases
                 .iter()
-                .map(|(label, db)| (label.clone(), Arc::new(Database::new(label.clone(), db.clone()))))
+                .map(|(label, db)| {
+                    (
+                        label.clone(),
+                        Arc::new(Database::new(label.clone(), db.clone())),
+                    )
+                })
                 .collect(),
         )
     }
@@ -103,10 +118,9 @@ impl SqliteGrants {
     pub fn resolve(databases: &Databases, labels: &[String]) -> Result<Self, String> {
         let mut out = Vec::new();
         for label in labels {
-            let db = databases
-                .0
-                .get(label)
-                .ok_or_else(|| format!("grants database {label:?}, which the server config does not define"))?;
+            let db = databases.0.get(label).ok_or_else(|| {
+                format!("grants database {label:?}, which the server config does not define")
+            })?;
             out.push(db.clone());
         }
         Ok(Self(Arc::new(out)))
@@ -222,7 +236,9 @@ fn to_sql(v: &Value) -> rusqlite::types::Value {
 
 fn map_err(e: rusqlite::Error) -> Error {
     match &e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::OperationInterrupted => {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::OperationInterrupted =>
+        {
             Error::Interrupted
         }
         _ => Error::Failed(e.to_string()),
@@ -239,7 +255,9 @@ fn query_rows(
     let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
     let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
     let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
-    let mut rows = stmt.query(rusqlite::params_from_iter(params)).map_err(map_err)?;
+    let mut rows = stmt
+        .query(rusqlite::params_from_iter(params))
+        .map_err(map_err)?;
     let mut out = Vec::new();
     let mut bytes = 0usize;
     while let Some(row) = rows.next().map_err(map_err)? {
@@ -273,8 +291,19 @@ fn query_rows(
 }
 
 impl HostConnection for HostState {
-    async fn open(&mut self, label: String) -> wasmtime::Result<Result<Resource<Connection>, Error>> {
-        let Some(db) = self.capabilities.sqlite.grants.0.iter().find(|d| d.label == label).cloned() else {
+    async fn open(
+        &mut self,
+        label: String,
+    ) -> wasmtime::Result<Result<Resource<Connection>, Error>> {
+        let Some(db) = self
+            .capabilities
+            .sqlite
+            .grants
+            .0
+            .iter()
+            .find(|d| d.label == label)
+            .cloned()
+        else {
             tracing::warn!(database = %label, "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
@@ -283,7 +312,10 @@ impl HostConnection for HostState {
             Ok(c) => c,
             Err(e) => return Ok(Err(Error::Failed(e.to_string()))),
         };
-        Ok(Ok(self.table.push(Connection { db, conn: Some(conn) })?))
+        Ok(Ok(self.table.push(Connection {
+            db,
+            conn: Some(conn),
+        })?))
     }
 
     async fn query(
@@ -297,7 +329,9 @@ impl HostConnection for HostState {
         let remaining = self.memory.remaining() as usize;
         let max_bytes = db_cap.min(remaining);
         let result = self
-            .run_statement(&handle, move |conn| query_rows(conn, &sql, params, max_rows, max_bytes))
+            .run_statement(&handle, move |conn| {
+                query_rows(conn, &sql, params, max_rows, max_bytes)
+            })
             .await?;
         Ok(match result {
             Ok((rows, bytes)) => match self.memory.charge(bytes as u64) {
@@ -317,7 +351,9 @@ impl HostConnection for HostState {
         self.run_statement(&handle, move |conn| {
             let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
             let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
-            stmt.execute(rusqlite::params_from_iter(params)).map(|n| n as u64).map_err(map_err)
+            stmt.execute(rusqlite::params_from_iter(params))
+                .map(|n| n as u64)
+                .map_err(map_err)
         })
         .await
     }

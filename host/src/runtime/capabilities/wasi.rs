@@ -22,12 +22,14 @@ impl WasiGrants {
     pub fn resolve(server: &Config, labels: &[String]) -> Result<Self, String> {
         let mut directories = Vec::new();
         for label in labels {
-            let dir = server
-                .directories
-                .get(label)
-                .ok_or_else(|| format!("grants directory {label:?}, which the server config does not define"))?;
+            let dir = server.directories.get(label).ok_or_else(|| {
+                format!("grants directory {label:?}, which the server config does not define")
+            })?;
             if !dir.path.is_dir() {
-                return Err(format!("granted directory {label:?} ({}) is not a directory", dir.path.display()));
+                return Err(format!(
+                    "granted directory {label:?} ({}) is not a directory",
+                    dir.path.display()
+                ));
             }
             directories.push((label.clone(), dir.path.clone()));
         }
@@ -39,7 +41,11 @@ impl WasiGrants {
         let stdout = MemoryOutputPipe::new(CAPTURED_OUTPUT_BYTES);
         let stderr = MemoryOutputPipe::new(CAPTURED_OUTPUT_BYTES);
         let mut builder = WasiCtx::builder();
-        builder.stdout(stdout.clone()).stderr(stderr.clone()).allow_tcp(false).allow_udp(false);
+        builder
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false);
         builder.allow_ip_name_lookup(false);
         for (label, path) in &self.directories {
             builder.preopened_dir(path, format!("/{label}"), FsPerms::ReadOnly)?;
