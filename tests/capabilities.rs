@@ -365,31 +365,6 @@ fn notes_db(rows: usize) -> tempfile::TempDir {
     dir
 }
 
-async fn traverse(url: &str, token: &str) -> Vec<String> {
-    let mut cursor: Option<String> = None;
-    let mut uris = Vec::new();
-    loop {
-        let params = cursor
-            .as_ref()
-            .map_or(json!({}), |c| json!({ "cursor": c }));
-        let v = modern(url, Some(token), json!(1), "resources/list", params)
-            .await
-            .json();
-        assert!(v.get("result").is_some(), "{v}");
-        uris.extend(
-            v["result"]["resources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r["uri"].as_str().unwrap().to_owned()),
-        );
-        match v["result"]["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.into()),
-            None => return uris,
-        }
-    }
-}
-
 #[tokio::test]
 async fn python_notes_end_to_end() {
     let dir = notes_db(10_000);
@@ -401,7 +376,7 @@ async fn python_notes_end_to_end() {
         .start();
     let alice = s.token(Some("alice"), "notes:read");
     let bob = s.token(Some("bob"), "notes:read");
-    let uris = traverse(&s.url, &alice).await;
+    let (uris, _) = traverse(&s.url, &alice).await;
     assert_eq!(uris.len(), 7_500);
     assert_eq!(
         uris.iter().collect::<HashSet<_>>().len(),
@@ -463,7 +438,7 @@ async fn javascript_catalog_end_to_end() {
         .source("js-catalog", "js-catalog", &manifest)
         .start();
     let token = s.token(Some("alice"), "catalog:read");
-    let uris = traverse(&s.url, &token).await;
+    let (uris, _) = traverse(&s.url, &token).await;
     assert_eq!(uris.len(), 500);
     assert_eq!(uris.iter().collect::<HashSet<_>>().len(), 500);
     assert_eq!(uris[499], "jscat://items/0000000500");

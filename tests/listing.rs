@@ -16,32 +16,6 @@ async fn list(s: &Server, token: &str, cursor: Option<&str>) -> Answer {
     modern(&s.url, Some(token), json!(1), "resources/list", params).await
 }
 
-/// Walk the whole listing; returns the URIs and the page count.
-async fn traverse(s: &Server, token: &str) -> (Vec<String>, usize) {
-    let mut cursor: Option<String> = None;
-    let mut uris = Vec::new();
-    let mut pages = 0;
-    loop {
-        let a = list(s, token, cursor.as_deref()).await;
-        assert_eq!(a.status, 200, "{}", a.text());
-        let v = a.json();
-        assert_schema(MODERN, "JSONRPCResultResponse", &v);
-        assert_schema(MODERN, "ListResourcesResult", &v["result"]);
-        pages += 1;
-        uris.extend(
-            v["result"]["resources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r["uri"].as_str().unwrap().to_owned()),
-        );
-        match v["result"]["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => return (uris, pages),
-        }
-    }
-}
-
 /// Each validation rule, broken by a real guest, fails the whole listing
 /// with the generic error; the log names the source and the rule.
 #[tokio::test]
@@ -101,7 +75,7 @@ async fn a_full_traversal_sees_every_entry_once_in_order() {
         )
         .start();
     let token = s.token(Some("alice"), "catalog:read");
-    let (uris, pages) = traverse(&s, &token).await;
+    let (uris, pages) = traverse(&s.url, &token).await;
     assert_eq!(uris.len(), 1 + 230 + 120);
     assert_eq!(
         uris.iter().collect::<HashSet<_>>().len(),
@@ -271,7 +245,7 @@ async fn a_token_with_scopes_for_two_of_three_sources_lists_exactly_those() {
         )
         .start();
     let token = s.token(Some("alice"), "one:read three:read");
-    let (uris, _) = traverse(&s, &token).await;
+    let (uris, _) = traverse(&s.url, &token).await;
     let authorities: HashSet<&str> = uris.iter().map(|u| u.split('/').nth(2).unwrap()).collect();
     assert_eq!(authorities, HashSet::from(["one", "three"]));
     assert_eq!(uris.len(), 6);
@@ -424,9 +398,9 @@ async fn documents_are_private_to_their_owner() {
     ]);
     let alice = s.token(Some("alice"), "documents:read");
     let bob = s.token(Some("bob"), "documents:read");
-    let (a_uris, _) = traverse(&s, &alice).await;
+    let (a_uris, _) = traverse(&s.url, &alice).await;
     assert_eq!(a_uris, ["learn://documents/a1", "learn://documents/a2"]);
-    let (b_uris, _) = traverse(&s, &bob).await;
+    let (b_uris, _) = traverse(&s.url, &bob).await;
     assert_eq!(b_uris, ["learn://documents/b1"]);
     let read = |tok: String, uri: &'static str| {
         let url = s.url.clone();
@@ -494,7 +468,7 @@ async fn paging_across_ten_thousand_rows_reaches_every_row_once() {
         )
         .start();
     let token = s.token(Some("alice"), "documents:read");
-    let (uris, pages) = traverse(&s, &token).await;
+    let (uris, pages) = traverse(&s.url, &token).await;
     assert_eq!(uris.len(), 9_000);
     assert_eq!(uris.iter().collect::<HashSet<_>>().len(), 9_000);
     assert_eq!(pages, 180);
@@ -507,10 +481,10 @@ async fn the_readme_example_guest_works() {
     let alice = s.token(Some("alice"), "minimal:read");
     let bob = s.token(Some("bob"), "minimal:read");
     assert_eq!(
-        traverse(&s, &alice).await.0,
+        traverse(&s.url, &alice).await.0,
         ["minimal://records/k1", "minimal://records/k2"]
     );
-    assert_eq!(traverse(&s, &bob).await.0, ["minimal://records/k3"]);
+    assert_eq!(traverse(&s.url, &bob).await.0, ["minimal://records/k3"]);
     let nf = modern(
         &s.url,
         Some(&bob),

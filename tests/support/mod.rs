@@ -439,6 +439,36 @@ pub async fn modern(
     post(url, &headers, serde_json::to_vec(&body).unwrap()).await
 }
 
+/// The seed-004 loop over 2026-07-28: list without a cursor, then with each
+/// `nextCursor` until there is none. Returns the URIs and the page count;
+/// every page is checked against the schema.
+pub async fn traverse(url: &str, token: &str) -> (Vec<String>, usize) {
+    let mut cursor: Option<String> = None;
+    let mut uris = Vec::new();
+    let mut pages = 0;
+    loop {
+        let params = cursor
+            .as_ref()
+            .map_or(json!({}), |c| json!({ "cursor": c }));
+        let a = modern(url, Some(token), json!(pages), "resources/list", params).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        let v = a.json();
+        assert_schema(MODERN, "ListResourcesResult", &v["result"]);
+        pages += 1;
+        uris.extend(
+            v["result"]["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["uri"].as_str().unwrap().to_owned()),
+        );
+        match v["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return (uris, pages),
+        }
+    }
+}
+
 /// A legacy-protocol session (initialize handshake, `Mcp-Session-Id`).
 pub struct Session {
     pub url: String,
