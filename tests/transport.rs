@@ -144,7 +144,11 @@ async fn modern_requests_are_stateless_and_checked_against_their_headers() {
     );
     let v = d.json();
     assert_schema(MODERN, "DiscoverResultResponse", &v);
-    assert_eq!(v["result"]["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(
+        v["result"]["supportedVersions"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]),
+        "the same list as -32022's data.supported"
+    );
     assert_eq!(
         v["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         "emseepea"
@@ -268,7 +272,19 @@ async fn modern_requests_are_stateless_and_checked_against_their_headers() {
             ("mcp-method", "resources/read"),
             ("mcp-name", "=?base64?dGVzdDovL3N0YXRpYy10ZXh0?="),
         ],
-        raw("resources/read", read_params),
+        raw("resources/read", read_params.clone()),
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    // Optional whitespace around a header value is not part of it (RFC 9110 §5.5).
+    let ok = post(
+        &s.url,
+        &[
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", " resources/read\t"),
+            ("mcp-name", "  test://static-text "),
+        ],
+        raw("resources/read", read_params.clone()),
     )
     .await;
     assert_eq!(ok.status, 200, "{}", ok.text());
@@ -329,12 +345,14 @@ async fn modern_requests_are_stateless_and_checked_against_their_headers() {
         400,
         -32602,
     );
-    // Unknown method: HTTP 404; legacy-only methods are unknown here.
+    // Unknown method: HTTP 404; legacy-only methods are unknown here, and so
+    // is `initialize` sent in 2026-07-28 form.
     for m in [
         "tools/list",
         "ping",
         "logging/setLevel",
         "resources/subscribe",
+        "initialize",
     ] {
         check(
             modern(&s.url, None, json!(1), m, Value::Null).await,

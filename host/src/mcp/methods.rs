@@ -150,10 +150,9 @@ pub async fn call(
         }
         ("server/discover", true) => {
             let mut m = Map::new();
-            m.insert(
-                "supportedVersions".into(),
-                json!([Version::V2026_07_28.as_str()]),
-            );
+            // A dual-era server: the same list as -32022's `data.supported`
+            // (the legacy versions are reached through `initialize`).
+            m.insert("supportedVersions".into(), json!(Version::supported_strings()));
             m.insert("capabilities".into(), capabilities(ctx.version));
             if let Some(i) = &ctx.app.config.instructions {
                 m.insert("instructions".into(), json!(i));

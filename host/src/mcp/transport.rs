@@ -270,8 +270,9 @@ fn is_json(headers: &HeaderMap) -> bool {
         .unwrap_or(false)
 }
 
+/// A header's value without the optional whitespace around it (RFC 9110 §5.5).
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
+    headers.get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim_matches([' ', '\t']))
 }
 
 async fn read_body(
@@ -353,10 +354,10 @@ async fn post(app: Arc<App>, req: Request<Body>) -> HttpResponse {
     };
     let header_version = header_str(headers, VERSION_HEADER);
     let meta_version = params.get("_meta").and_then(|m| m.get(META_VERSION));
-    let is_initialize =
-        matches!(&message, Incoming::Request { method, .. } if method == "initialize");
-    let modern = !is_initialize
-        && (header_version == Some(Version::V2026_07_28.as_str()) || meta_version.is_some());
+    // A request in 2026-07-28 form is served statelessly, even `initialize`
+    // (removed there: 404); an `initialize` without those markers selects
+    // the legacy handshake.
+    let modern = header_version == Some(Version::V2026_07_28.as_str()) || meta_version.is_some();
     if modern {
         modern_post(&app, headers, query, message, params).await
     } else {
@@ -439,10 +440,7 @@ async fn modern_post(
         if method == "resources/read"
             && let Some(Value::String(uri)) = params.get("uri")
         {
-            match headers
-                .get(NAME_HEADER)
-                .map(|h| h.to_str().ok().and_then(decode_header_value))
-            {
+            match headers.get(NAME_HEADER).map(|_| header_str(headers, NAME_HEADER).and_then(decode_header_value)) {
                 None => return fail(McpError::HeaderMismatch("missing Mcp-Name header".into())),
                 Some(None) => {
                     return fail(McpError::HeaderMismatch(
