@@ -1,5 +1,6 @@
 """python-notes: each caller lists and reads only their own notes, from a
-granted SQLite database, in Python (built with componentize-py).
+granted SQLite database, in Python (built with componentize-py). This file
+is the README's "Writing a guest in Python" example, verbatim.
 
 Like the Rust `documents` guest: `list` runs one bounded, ordered query with
 limit + 1 rows to decide has_more, and `read` re-checks ownership.
@@ -24,42 +25,25 @@ def owner(context: CallContext) -> str:
     return context.principal.subject
 
 
-def db() -> sqlite.Connection:
-    try:
-        return sqlite.Connection.open(config.get("database") or "notes")
-    except Err as e:
-        raise Err(SourceError_Unavailable(f"database: {e.value}"))
-
-
 def query(sql: str, params: list, max_rows: int) -> sqlite.Rows:
     try:
-        return db().query(sql, params, max_rows)
+        return sqlite.Connection.open(config.get("database") or "notes").query(sql, params, max_rows)
     except Err as e:
         raise Err(SourceError_Unavailable(f"query: {e.value}"))
 
 
 class Template(exports.Template):
     def describe(self) -> TemplateDef:
-        return TemplateDef(
-            name="python-notes",
-            uri_template=PREFIX + "{id}",
-            title="Notes",
-            description="The signed-in user's notes (a Python guest)",
-            mime_type="text/plain",
-            access=Access.PROTECTED,
-            required_scopes=["notes:read"],
-            discoverable=True,
-        )
+        return TemplateDef(name="python-notes", uri_template=PREFIX + "{id}", title="Notes",
+                           description="The signed-in user's notes (a Python guest)", mime_type="text/plain",
+                           access=Access.PROTECTED, required_scopes=["notes:read"], discoverable=True)
 
     def read(self, uri: str, context: CallContext) -> List[ResourceContents]:
         user = owner(context)
         if not uri.startswith(PREFIX):
             raise Err(SourceError_NotFound())
-        rows = query(
-            "SELECT body FROM notes WHERE id = ?1 AND owner = ?2",
-            [sqlite.Value_Text(uri[len(PREFIX):]), sqlite.Value_Text(user)],
-            1,
-        )
+        rows = query("SELECT body FROM notes WHERE id = ?1 AND owner = ?2",
+                     [sqlite.Value_Text(uri[len(PREFIX):]), sqlite.Value_Text(user)], 1)
         if not rows.rows:
             raise Err(SourceError_NotFound())
         return [ResourceContents(uri=uri, mime_type="text/plain", body=ResourceBody_Text(rows.rows[0][0].value))]
@@ -68,16 +52,9 @@ class Template(exports.Template):
 class Inventory(exports.Inventory):
     def list(self, after: Optional[str], limit: int, context: CallContext) -> InventoryPage:
         user = owner(context)
-        rows = query(
-            "SELECT sort_key, id, title FROM notes WHERE owner = ?1 AND sort_key > ?2 ORDER BY sort_key LIMIT ?3",
-            [sqlite.Value_Text(user), sqlite.Value_Text(after or ""), sqlite.Value_Integer(limit + 1)],
-            limit + 1,
-        )
-        entries = [
-            InventoryEntry(
-                key=row[0].value,
-                resource=ResourceMetadata(uri=PREFIX + row[1].value, name=row[2].value, mime_type="text/plain"),
-            )
-            for row in rows.rows[:limit]
-        ]
+        rows = query("SELECT sort_key, id, title FROM notes WHERE owner = ?1 AND sort_key > ?2 ORDER BY sort_key LIMIT ?3",
+                     [sqlite.Value_Text(user), sqlite.Value_Text(after or ""), sqlite.Value_Integer(limit + 1)], limit + 1)
+        entries = [InventoryEntry(key=r[0].value, resource=ResourceMetadata(uri=PREFIX + r[1].value, name=r[2].value,
+                                                                              mime_type="text/plain"))
+                   for r in rows.rows[:limit]]
         return InventoryPage(entries=entries, has_more=len(rows.rows) > limit)
