@@ -292,10 +292,16 @@ fn conformance_suite() {
 /// the suite's diagnostic tools, which a resources-only server does not have).
 #[test]
 fn conformance_suite_2026_07_28_scenarios() {
-    let node_dir = installed("tests/clients/node/node_modules").parent().unwrap().to_owned();
+    let node_dir = installed("tests/clients/node/node_modules")
+        .parent()
+        .unwrap()
+        .to_owned();
     let node22 = installed("tests/clients/node/node_modules/node/bin/node");
     let suite = installed("tests/clients/node/node_modules/conformance-2026/dist/index.js");
-    let p = Prepared { dir: tempfile::tempdir().unwrap(), config_path: root().join("guest-examples/conformance.toml") };
+    let p = Prepared {
+        dir: tempfile::tempdir().unwrap(),
+        config_path: root().join("guest-examples/conformance.toml"),
+    };
     let s = p.start();
     let url = s.url.replace("127.0.0.1", "localhost");
     let report = s.prepared.dir.path().join("conformance-2026");
@@ -314,18 +320,37 @@ fn conformance_suite_2026_07_28_scenarios() {
         let out = Command::new(&node22)
             .current_dir(&node_dir)
             .arg(&suite)
-            .args(["server", "--url", &url, "--scenario", scenario, "--spec-version", version, "-o"])
+            .args([
+                "server",
+                "--url",
+                &url,
+                "--scenario",
+                scenario,
+                "--spec-version",
+                version,
+                "-o",
+            ])
             .arg(&report)
             .output()
             .unwrap();
-        let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let dir = std::fs::read_dir(&report)
             .unwrap()
             .flatten()
             .map(|e| e.path())
-            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("server-{scenario}-")))
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("server-{scenario}-"))
+            })
             .unwrap_or_else(|| panic!("{scenario}: no report\n{text}"));
-        let checks: Vec<Value> = serde_json::from_slice(&std::fs::read(dir.join("checks.json")).unwrap()).unwrap();
+        let checks: Vec<Value> =
+            serde_json::from_slice(&std::fs::read(dir.join("checks.json")).unwrap()).unwrap();
         for c in &checks {
             let status = c["status"].as_str().unwrap();
             let untestable = c["details"]["untestable"] == true;

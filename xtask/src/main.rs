@@ -321,9 +321,14 @@ fn js_guest(out: &Path) -> Result {
 /// 1.x), and the TypeScript SDK plus the conformance suite (on Node 22 from npm).
 fn clients() -> Result {
     let root = root();
-    for (tool, why) in [(python().as_str(), "the Python SDK clients"), ("npm", "the TypeScript SDK and the conformance suite")] {
+    for (tool, why) in [
+        (python().as_str(), "the Python SDK clients"),
+        ("npm", "the TypeScript SDK and the conformance suite"),
+    ] {
         if !have(tool) {
-            return Err(format!("{tool} is needed for {why}: install it (`.ci/run` does, from Debian) and run again"));
+            return Err(format!(
+                "{tool} is needed for {why}: install it (`.ci/run` does, from Debian) and run again"
+            ));
         }
     }
     let py = root.join("tests/clients/python");

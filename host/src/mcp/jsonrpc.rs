@@ -166,6 +166,19 @@ pub fn result_bytes(id: &RequestId, result: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Append `[a,b,...]` made of pre-serialized JSON values.
+pub fn push_array(out: &mut Vec<u8>, items: &[Vec<u8>]) {
+    out.reserve(items.iter().map(|i| i.len() + 1).sum::<usize>() + 2);
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.push(b']');
+}
+
 /// The bytes `result_bytes` adds around a result.
 pub fn result_envelope_len(id: &RequestId) -> usize {
     result_bytes(id, b"").len()

@@ -152,7 +152,10 @@ pub async fn call(
             let mut m = Map::new();
             // A dual-era server: the same list as -32022's `data.supported`
             // (the legacy versions are reached through `initialize`).
-            m.insert("supportedVersions".into(), json!(Version::supported_strings()));
+            m.insert(
+                "supportedVersions".into(),
+                json!(Version::supported_strings()),
+            );
             m.insert("capabilities".into(), capabilities(ctx.version));
             if let Some(i) = &ctx.app.config.instructions {
                 m.insert("instructions".into(), json!(i));
@@ -261,14 +264,8 @@ fn assemble(
     let mut result = Vec::with_capacity(size);
     result.extend_from_slice(b"{\"");
     result.extend_from_slice(field.as_bytes());
-    result.extend_from_slice(b"\":[");
-    for (i, e) in entries.iter().enumerate() {
-        if i > 0 {
-            result.push(b',');
-        }
-        result.extend_from_slice(e);
-    }
-    result.push(b']');
+    result.extend_from_slice(b"\":");
+    super::jsonrpc::push_array(&mut result, entries);
     if let Some(c) = cursor {
         result.extend_from_slice(b",\"nextCursor\":\"");
         result.extend_from_slice(c.as_bytes());

@@ -272,7 +272,10 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// A header's value without the optional whitespace around it (RFC 9110 §5.5).
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim_matches([' ', '\t']))
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_matches([' ', '\t']))
 }
 
 async fn read_body(
@@ -440,7 +443,10 @@ async fn modern_post(
         if method == "resources/read"
             && let Some(Value::String(uri)) = params.get("uri")
         {
-            match headers.get(NAME_HEADER).map(|_| header_str(headers, NAME_HEADER).and_then(decode_header_value)) {
+            match headers
+                .get(NAME_HEADER)
+                .map(|_| header_str(headers, NAME_HEADER).and_then(decode_header_value))
+            {
                 None => return fail(McpError::HeaderMismatch("missing Mcp-Name header".into())),
                 Some(None) => {
                     return fail(McpError::HeaderMismatch(
@@ -495,6 +501,22 @@ async fn modern_post(
 
 /// Whether the method needs a token, and the caller if one was presented.
 /// A presented token is always verified, even where none is needed.
+/// Refuse an anonymous caller where `method` needs a token.
+fn require_token(app: &App, method: &str, principal: Option<&Principal>) -> Result<(), McpError> {
+    // "Once a server registers an inventory callback, every resources/list
+    // request requires authentication, even with public discovery or legacy
+    // MCP clients." Other methods keep their rules.
+    let required = app.auth.enabled()
+        && (!app.auth.public_discovery || (method == "resources/list" && app.pager.has_sources()));
+    if required && principal.is_none() {
+        return Err(McpError::Unauthorized {
+            error: AuthError::Missing,
+            scopes: app.pager.source_scopes(),
+        });
+    }
+    Ok(())
+}
+
 async fn authorize(
     app: &App,
     headers: &HeaderMap,
@@ -510,17 +532,7 @@ async fn authorize(
             let scopes = app.pager.source_scopes();
             McpError::Unauthorized { error, scopes }
         })?;
-    // "Once a server registers an inventory callback, every resources/list
-    // request requires authentication, even with public discovery or legacy
-    // MCP clients." Other methods keep their rules.
-    let required = app.auth.enabled()
-        && (!app.auth.public_discovery || (method == "resources/list" && app.pager.has_sources()));
-    if required && principal.is_none() {
-        return Err(McpError::Unauthorized {
-            error: AuthError::Missing,
-            scopes: app.pager.source_scopes(),
-        });
-    }
+    require_token(app, method, principal.as_deref())?;
     Ok(principal)
 }
 
@@ -824,20 +836,10 @@ async fn batch(
                     ));
                     continue;
                 }
-                // Auth errors inside a batch cannot carry an HTTP status of their own.
-                let required = app.auth.enabled()
-                    && (!app.auth.public_discovery
-                        || (method == "resources/list" && app.pager.has_sources()));
-                if required && principal.is_none() {
-                    return error_response(
-                        app,
-                        v,
-                        None,
-                        McpError::Unauthorized {
-                            error: AuthError::Missing,
-                            scopes: app.pager.source_scopes(),
-                        },
-                    );
+                // Auth errors inside a batch cannot carry an HTTP status of
+                // their own: the whole batch gets the challenge.
+                if let Err(e) = require_token(app, &method, principal.as_deref()) {
+                    return error_response(app, v, None, e);
                 }
                 let scope =
                     RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
@@ -868,15 +870,8 @@ async fn batch(
     if responses.is_empty() {
         return response(StatusCode::ACCEPTED, None, Vec::new());
     }
-    let mut body = Vec::with_capacity(responses.iter().map(|r| r.len() + 1).sum::<usize>() + 2);
-    body.push(b'[');
-    for (i, r) in responses.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(r);
-    }
-    body.push(b']');
+    let mut body = Vec::new();
+    jsonrpc::push_array(&mut body, &responses);
     json(StatusCode::OK, body)
 }
 
