@@ -517,5 +517,11 @@ fn dev_tokens_need_dev_mode() {
 #[tokio::test]
 async fn dev_mode_warns_at_start() {
     let s = server().source("catalog", "catalog", "").start();
-    assert!(s.log().contains("auth mode \"dev\""), "{}", s.log());
+    // stderr is read on its own thread, so the warning may land just after the ready line.
+    assert!(
+        s.wait_for_log(&["auth mode \"dev\""], std::time::Duration::from_secs(5))
+            .is_some(),
+        "{}",
+        s.log()
+    );
 }
