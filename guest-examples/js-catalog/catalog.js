@@ -2,6 +2,10 @@
 // A deterministic catalog of N items (manifest config `items`, default 500):
 // `list` computes only the requested slice, keys are zero-padded so string
 // order is numeric order.
+//
+// With `details_url` in its config (and that origin granted in the manifest's
+// `[grants] http`), `read` fetches an item's text from that backend: GET
+// DETAILS_URL/KEY, with the caller's subject in `x-caller`.
 import { get } from 'emseepea:inventory/config@0.1.0';
 
 const NAME = 'js-catalog';
@@ -15,6 +19,22 @@ function items() {
 
 function key(n) {
   return String(n).padStart(WIDTH, '0');
+}
+
+async function fetchDetails(base, id, context) {
+  let response;
+  try {
+    response = await fetch(`${base}/${id}`, { headers: { 'x-caller': context.principal?.subject ?? '' } });
+  } catch (e) {
+    throw { tag: 'failed', val: `details backend unreachable: ${e}` };
+  }
+  if (response.status === 404) {
+    throw { tag: 'not-found' };
+  }
+  if (!response.ok) {
+    throw { tag: 'failed', val: `details backend answered ${response.status}` };
+  }
+  return await response.text();
 }
 
 export const template = {
@@ -31,13 +51,17 @@ export const template = {
     };
   },
 
-  read(uri, _context) {
+  // Async so that it can await `fetch`: componentize-js runs the event loop
+  // until the returned promise settles.
+  async read(uri, context) {
     const id = uri.startsWith(PREFIX) ? uri.slice(PREFIX.length) : '';
     const n = /^[0-9]{10}$/.test(id) ? Number.parseInt(id, 10) : 0;
     if (n < 1 || n > items()) {
       throw { tag: 'not-found' };
     }
-    return [{ uri, mimeType: 'text/plain', body: { tag: 'text', val: `Item ${n} of the JavaScript catalog.\n` } }];
+    const details = get('details_url');
+    const text = details === undefined ? `Item ${n} of the JavaScript catalog.\n` : await fetchDetails(details, id, context);
+    return [{ uri, mimeType: 'text/plain', body: { tag: 'text', val: text } }];
   },
 };
 

@@ -308,7 +308,7 @@ fn js_guest(out: &Path) -> Result {
             "stdio",
             "random",
             "clocks",
-            "http",
+            // `http` stays: `read` may `fetch` (wasi:http, allow-listed by the host).
             "fetch-event",
             "-o",
         ])
