@@ -94,6 +94,12 @@ async fn a_full_traversal_sees_every_entry_once_in_order() {
         (351usize).div_ceil(50),
         "pages of the default size 50"
     );
+    // The catalog sends no per-entry MIME type: its entries carry the
+    // template's; the static resource declares none and shows none.
+    let first = list(&s, &token, None).await.json();
+    let resources = first["result"]["resources"].as_array().unwrap();
+    assert!(resources[0].get("mimeType").is_none(), "{}", resources[0]);
+    assert_eq!(resources[1]["mimeType"], "text/plain", "{}", resources[1]);
 }
 
 #[tokio::test]

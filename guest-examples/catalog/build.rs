@@ -2,5 +2,5 @@
 // fresh instance whose memory the host resets afterwards, so a smaller
 // memory makes each call cheaper (see BENCHMARKS.md).
 fn main() {
-    println!("cargo:rustc-link-arg-cdylib=-zstack-size=65536");
+    println!("cargo:rustc-link-arg-cdylib=-zstack-size=16384");
 }

@@ -122,7 +122,8 @@ impl inventory::Guest for Catalog {
                 resource: ResourceMetadata {
                     uri,
                     name: title,
-                    mime_type: Some(String::from("text/plain")),
+                    // The template's `text/plain` applies (see the WIT).
+                    mime_type: None,
                 },
                 key,
             });
@@ -135,3 +136,81 @@ impl inventory::Guest for Catalog {
 }
 
 export!(Catalog);
+
+/// The global allocator: a bump arena in the module's own memory.
+///
+/// The host gives every call a fresh instance and discards it afterwards, so
+/// nothing a call allocates needs to be freed. Allocating from a static arena
+/// makes `alloc` a pointer bump and every `free` (including the canonical
+/// ABI's post-return, which frees each returned string) a no-op, and needs no
+/// `memory.grow`: the arena is part of the initial memory. When it is full,
+/// allocation falls back to the system allocator.
+mod arena {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::UnsafeCell;
+
+    const SIZE: usize = 40 * 1024;
+
+    #[repr(C, align(16))]
+    struct Arena {
+        bytes: UnsafeCell<[u8; SIZE]>,
+        next: UnsafeCell<usize>,
+    }
+
+    // wasm32-wasip2 guests are single-threaded.
+    unsafe impl Sync for Arena {}
+
+    #[global_allocator]
+    static ARENA: Arena = Arena {
+        bytes: UnsafeCell::new([0; SIZE]),
+        next: UnsafeCell::new(0),
+    };
+
+    impl Arena {
+        fn contains(&self, ptr: *mut u8) -> bool {
+            let start = self.bytes.get() as usize;
+            (start..start + SIZE).contains(&(ptr as usize))
+        }
+    }
+
+    unsafe impl GlobalAlloc for Arena {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let start = self.bytes.get() as usize;
+            // SAFETY: single-threaded; `next` is only touched here.
+            let next = unsafe { &mut *self.next.get() };
+            let at = (start + *next).next_multiple_of(layout.align());
+            if at + layout.size() <= start + SIZE {
+                *next = at + layout.size() - start;
+                at as *mut u8
+            } else {
+                unsafe { System.alloc(layout) }
+            }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            if !self.contains(ptr) {
+                unsafe { System.dealloc(ptr, layout) }
+            }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            if !self.contains(ptr) {
+                return unsafe { System.realloc(ptr, layout, new_size) };
+            }
+            let start = self.bytes.get() as usize;
+            let next = unsafe { &mut *self.next.get() };
+            // The most recent allocation grows in place.
+            if ptr as usize + layout.size() == start + *next
+                && ptr as usize + new_size <= start + SIZE
+            {
+                *next = ptr as usize + new_size - start;
+                return ptr;
+            }
+            let new = unsafe { self.alloc(Layout::from_size_align_unchecked(new_size, layout.align())) };
+            if !new.is_null() {
+                unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+            }
+            new
+        }
+    }
+}

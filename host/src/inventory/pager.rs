@@ -29,6 +29,8 @@ pub trait InventorySource: Send + Sync {
     fn template(&self) -> &UriTemplate;
     fn access(&self) -> Access;
     fn required_scopes(&self) -> &[String];
+    /// The template's MIME type: listed entries without their own inherit it.
+    fn mime_type(&self) -> Option<&str>;
     fn list(
         &self,
         after: Option<&str>,
@@ -50,6 +52,9 @@ impl InventorySource for Arc<Source> {
     }
     fn required_scopes(&self) -> &[String] {
         &self.definition.required_scopes
+    }
+    fn mime_type(&self) -> Option<&str> {
+        self.definition.mime_type.as_deref()
     }
     fn list(
         &self,
@@ -344,7 +349,9 @@ impl<S: InventorySource> Pager<S> {
                         let json = serde_json::to_vec(&EntryJson {
                             uri: &r.uri,
                             name: &r.name,
-                            mime_type: r.mime_type.as_deref(),
+                            // "Set only if every matching resource has this
+                            // type": an entry without its own has the template's.
+                            mime_type: r.mime_type.as_deref().or(source.mime_type()),
                         })
                         .expect("serializable");
                         match page.push(json, next.clone()) {
@@ -439,6 +446,7 @@ mod tests {
         name: String,
         template: UriTemplate,
         scopes: Vec<String>,
+        mime_type: Option<String>,
         /// (key, id, name), sorted by key.
         records: Mutex<Vec<(String, String, String)>>,
         calls: CallLog,
@@ -456,6 +464,9 @@ mod tests {
         }
         fn required_scopes(&self) -> &[String] {
             &self.scopes
+        }
+        fn mime_type(&self) -> Option<&str> {
+            self.mime_type.as_deref()
         }
         async fn list(
             &self,
@@ -502,6 +513,7 @@ mod tests {
             name: name.into(),
             template: UriTemplate::parse(&format!("mem://{name}/{{id}}")).unwrap(),
             scopes: vec![scope.into()],
+            mime_type: None,
             records: Mutex::new(records),
             calls: calls.clone(),
         }
@@ -690,6 +702,44 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, ListError::EntryTooLarge { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn entries_without_a_mime_type_have_the_templates() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let records = vec![("k1".to_string(), "1".to_string(), "n".to_string())];
+        let mut typed = source("src0", "a", records.clone(), &calls);
+        typed.mime_type = Some("text/markdown".into());
+        let untyped = source("src1", "a", vec![("k2".into(), "2".into(), "n".into())], &calls);
+        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(
+            1_000_000,
+        )))));
+        let pager = Pager::new(
+            Arc::new(StaticResources::default()),
+            vec![typed, untyped],
+            keys,
+            [1; 32],
+            10,
+            100_000,
+        );
+        let principal = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
+        let scope = scope();
+        let page = pager
+            .page(PageRequest {
+                principal: Some(&principal),
+                cursor: None,
+                envelope_bytes: ENVELOPE,
+                scope: &scope,
+            })
+            .await
+            .unwrap();
+        let entries: Vec<serde_json::Value> = page
+            .entries
+            .iter()
+            .map(|e| serde_json::from_slice(e).unwrap())
+            .collect();
+        assert_eq!(entries[0]["mimeType"], "text/markdown");
+        assert!(entries[1].get("mimeType").is_none(), "{}", entries[1]);
     }
 
     #[tokio::test]
