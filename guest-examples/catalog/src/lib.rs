@@ -7,6 +7,20 @@
 //! Keys are the zero-padded item number, so string order is numeric order,
 //! and `list` computes only the requested slice: item `n` is a pure function
 //! of `n`, nothing is ever materialized.
+//!
+//! It is the per-call benchmark's guest, so it is lean (BENCHMARKS.md):
+//! `no_std` (the component imports nothing from WASI, so instantiation links
+//! only `config`), no `core::fmt` on the hot path, a bump allocator, a small
+//! stack.
+
+#![no_std]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
 
 wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
 
@@ -56,7 +70,7 @@ fn decimal(n: u64, out: &mut String) {
             break;
         }
     }
-    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
+    out.push_str(core::str::from_utf8(&digits[i..]).expect("ASCII digits"));
 }
 
 impl template::Guest for Catalog {
@@ -108,7 +122,7 @@ impl inventory::Guest for Catalog {
             }
         };
         let end = first.saturating_add(u64::from(limit)).min(total + 1);
-        let prefix = format!("catalog://{}/items/", name());
+        let prefix = ["catalog://", &name(), "/items/"].concat();
         let mut entries = Vec::with_capacity(end.saturating_sub(first) as usize);
         for n in first..end {
             let key = key_of(n);
@@ -137,78 +151,124 @@ impl inventory::Guest for Catalog {
 
 export!(Catalog);
 
-/// The global allocator: a bump arena in the module's own memory.
+/// Without std, a panic (a guest bug) traps the call; the host reports it as
+/// a generic error and logs the trap.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    core::arch::wasm32::unreachable()
+}
+
+/// Without libc, `memcmp` (string comparisons) must come from here;
+/// compiler-builtins supplies the other memory functions.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    for i in 0..n {
+        // SAFETY: the caller passes two readable ranges of `n` bytes.
+        let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
+        if x != y {
+            return i32::from(x) - i32::from(y);
+        }
+    }
+    0
+}
+
+/// The canonical ABI's allocator (the host calls it to pass strings in),
+/// which wit-bindgen's runtime would otherwise bring with std.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cabi_realloc(
+    old: *mut u8,
+    old_len: usize,
+    align: usize,
+    new_len: usize,
+) -> *mut u8 {
+    use core::alloc::{GlobalAlloc, Layout};
+    if new_len == 0 {
+        return align as *mut u8;
+    }
+    // SAFETY: the canonical ABI passes a power-of-two alignment, and `old`
+    // (when non-null) is a block of `old_len` bytes it allocated here.
+    let ptr = unsafe {
+        if old.is_null() {
+            bump::BUMP.alloc(Layout::from_size_align_unchecked(new_len, align))
+        } else {
+            bump::BUMP.realloc(old, Layout::from_size_align_unchecked(old_len, align), new_len)
+        }
+    };
+    if ptr.is_null() {
+        core::arch::wasm32::unreachable();
+    }
+    ptr
+}
+
+/// The global allocator: a bump allocator.
 ///
 /// The host gives every call a fresh instance and discards it afterwards, so
-/// nothing a call allocates needs to be freed. Allocating from a static arena
-/// makes `alloc` a pointer bump and every `free` (including the canonical
-/// ABI's post-return, which frees each returned string) a no-op, and needs no
-/// `memory.grow`: the arena is part of the initial memory. When it is full,
-/// allocation falls back to the system allocator.
-mod arena {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::UnsafeCell;
+/// nothing a call allocates needs to be freed: `alloc` is a pointer bump and
+/// every `free` (including the canonical ABI's post-return, which frees each
+/// returned string) a no-op. It starts in a static arena, part of the initial
+/// memory, so a typical call never grows memory; beyond it, it grows memory.
+mod bump {
+    use core::alloc::{GlobalAlloc, Layout};
+    use core::arch::wasm32::memory_grow;
+    use core::cell::UnsafeCell;
 
-    const SIZE: usize = 40 * 1024;
+    const ARENA: usize = 40 * 1024;
+    const PAGE: usize = 65536;
 
     #[repr(C, align(16))]
-    struct Arena {
-        bytes: UnsafeCell<[u8; SIZE]>,
-        next: UnsafeCell<usize>,
+    pub(crate) struct Bump {
+        arena: UnsafeCell<[u8; ARENA]>,
+        /// (next free address, end of the current region); 0 before first use.
+        region: UnsafeCell<(usize, usize)>,
     }
 
     // wasm32-wasip2 guests are single-threaded.
-    unsafe impl Sync for Arena {}
+    unsafe impl Sync for Bump {}
 
     #[global_allocator]
-    static ARENA: Arena = Arena {
-        bytes: UnsafeCell::new([0; SIZE]),
-        next: UnsafeCell::new(0),
+    pub(crate) static BUMP: Bump = Bump {
+        arena: UnsafeCell::new([0; ARENA]),
+        region: UnsafeCell::new((0, 0)),
     };
 
-    impl Arena {
-        fn contains(&self, ptr: *mut u8) -> bool {
-            let start = self.bytes.get() as usize;
-            (start..start + SIZE).contains(&(ptr as usize))
-        }
-    }
-
-    unsafe impl GlobalAlloc for Arena {
+    unsafe impl GlobalAlloc for Bump {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            let start = self.bytes.get() as usize;
-            // SAFETY: single-threaded; `next` is only touched here.
-            let next = unsafe { &mut *self.next.get() };
-            let at = (start + *next).next_multiple_of(layout.align());
-            if at + layout.size() <= start + SIZE {
-                *next = at + layout.size() - start;
-                at as *mut u8
-            } else {
-                unsafe { System.alloc(layout) }
+            // SAFETY: single-threaded; `region` is only touched here.
+            let region = unsafe { &mut *self.region.get() };
+            if region.1 == 0 {
+                let start = self.arena.get() as usize;
+                *region = (start, start + ARENA);
             }
+            let at = region.0.next_multiple_of(layout.align());
+            if at + layout.size() <= region.1 {
+                region.0 = at + layout.size();
+                return at as *mut u8;
+            }
+            // A new region at the end of memory, big enough for this one.
+            let pages = (layout.size() + layout.align()).div_ceil(PAGE).max(1);
+            let old = memory_grow(0, pages);
+            if old == usize::MAX {
+                return core::ptr::null_mut();
+            }
+            let start = (old * PAGE).next_multiple_of(layout.align());
+            *region = (start + layout.size(), old * PAGE + pages * PAGE);
+            start as *mut u8
         }
 
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            if !self.contains(ptr) {
-                unsafe { System.dealloc(ptr, layout) }
-            }
-        }
+        unsafe fn dealloc(&self, _ptr: *mut u8, _layout: Layout) {}
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            if !self.contains(ptr) {
-                return unsafe { System.realloc(ptr, layout, new_size) };
-            }
-            let start = self.bytes.get() as usize;
-            let next = unsafe { &mut *self.next.get() };
+            let region = unsafe { &mut *self.region.get() };
             // The most recent allocation grows in place.
-            if ptr as usize + layout.size() == start + *next
-                && ptr as usize + new_size <= start + SIZE
-            {
-                *next = ptr as usize + new_size - start;
+            if ptr as usize + layout.size() == region.0 && ptr as usize + new_size <= region.1 {
+                region.0 = ptr as usize + new_size;
                 return ptr;
             }
-            let new = unsafe { self.alloc(Layout::from_size_align_unchecked(new_size, layout.align())) };
+            let new = unsafe {
+                self.alloc(Layout::from_size_align_unchecked(new_size, layout.align()))
+            };
             if !new.is_null() {
-                unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+                unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
             }
             new
         }
