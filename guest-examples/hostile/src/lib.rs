@@ -220,7 +220,7 @@ fn denials() -> String {
 /// GET `url` through wasi:http/outgoing-handler; "STATUS BODY" or an error.
 fn fetch(url: &str) -> Result<String, String> {
     use wasi::http::outgoing_handler;
-    use wasi::http::types::{Fields, OutgoingRequest, Scheme};
+    use wasi::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
     let (scheme, rest) = url.split_once("://").ok_or("bad url")?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -240,7 +240,29 @@ fn fetch(url: &str) -> Result<String, String> {
     request
         .set_path_with_query(Some(path))
         .map_err(|_| "path")?;
+    // `body = "..."` in the config: send it the way the `wstd` crate does
+    // (take the body, start the request, then write and finish the body),
+    // which races the response if the host gets the ordering wrong.
+    let body = config::get("body");
+    if body.is_some() {
+        request.set_method(&Method::Post).map_err(|_| "method")?;
+    }
+    let outgoing = match &body {
+        Some(_) => Some(request.body().map_err(|_| "body taken")?),
+        None => None,
+    };
     let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    if let (Some(outgoing), Some(text)) = (outgoing, body) {
+        {
+            let stream = outgoing.write().map_err(|_| "body stream")?;
+            if !text.is_empty() {
+                stream
+                    .blocking_write_and_flush(text.as_bytes())
+                    .map_err(|e| format!("body write: {e:?}"))?;
+            }
+        }
+        OutgoingBody::finish(outgoing, None).map_err(|e| format!("body finish: {e:?}"))?;
+    }
     pending.subscribe().block();
     let response = pending
         .get()

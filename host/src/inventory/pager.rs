@@ -710,7 +710,12 @@ mod tests {
         let records = vec![("k1".to_string(), "1".to_string(), "n".to_string())];
         let mut typed = source("src0", "a", records.clone(), &calls);
         typed.mime_type = Some("text/markdown".into());
-        let untyped = source("src1", "a", vec![("k2".into(), "2".into(), "n".into())], &calls);
+        let untyped = source(
+            "src1",
+            "a",
+            vec![("k2".into(), "2".into(), "n".into())],
+            &calls,
+        );
         let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(
             1_000_000,
         )))));
