@@ -37,6 +37,10 @@ async fn every_entry_rule_is_enforced_with_a_generic_error() {
         ("name-long", "name longer than 512"),
         ("mime-long", "mimeType longer than 128"),
         ("source-error", "HOSTILE-SECRET connection refused"),
+        // Broken canonical ABI, caught by the host's page lifter.
+        ("abi-out-of-bounds", "out of bounds of memory"),
+        ("abi-invalid-utf8", "not valid UTF-8"),
+        ("abi-alias", "reason=\"memory_cap\""),
     ];
     for (mode, logged) in rules {
         let s = server()
@@ -54,8 +58,10 @@ async fn every_entry_rule_is_enforced_with_a_generic_error() {
             a.header("cache-control").as_deref(),
             Some("private, max-age=0, no-store")
         );
-        s.wait_for_log(&["sneaky", logged], Duration::from_secs(5))
+        let line = s
+            .wait_for_log(&["sneaky", logged], Duration::from_secs(5))
             .unwrap_or_else(|| panic!("{mode}: log lacks {logged:?}:\n{}", s.log()));
+        eprintln!("{mode}: {line}");
     }
 }
 

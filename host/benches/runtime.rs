@@ -119,7 +119,7 @@ fn guest_calls(c: &mut Criterion) {
                     let scope =
                         RequestScope::new(Instant::now() + Duration::from_secs(10), "bench");
                     let page = source.list(None, limit, context(), &scope).await.unwrap();
-                    assert_eq!(page.entries.len(), limit as usize);
+                    assert_eq!(page.len(), limit as usize);
                 }
             })
         });
@@ -237,7 +237,7 @@ fn cursors_and_validation(c: &mut Criterion) {
         })
     });
     let template = UriTemplate::parse("catalog://catalog/items/{id}").unwrap();
-    let page = InventoryPage {
+    let page: emseepea::runtime::GuestPage = InventoryPage {
         entries: (1..=50)
             .map(|n| InventoryEntry {
                 key: format!("{n:010}"),
@@ -249,7 +249,8 @@ fn cursors_and_validation(c: &mut Criterion) {
             })
             .collect(),
         has_more: true,
-    };
+    }
+    .into();
     c.bench_function("validate a 50-entry page", |b| {
         b.iter(|| {
             let mut seen = UriSet::with_capacity_and_hasher(50, Default::default());

@@ -297,6 +297,12 @@ fn sql() -> String {
     }
 }
 
+/// A `String` over any (ptr, len) of this guest's address space, for the
+/// `abi-*` modes: never read or freed here, only lowered.
+unsafe fn raw_string(ptr: usize, len: usize) -> String {
+    unsafe { String::from_raw_parts(ptr as *mut u8, len, len) }
+}
+
 impl inventory::Guest for Hostile {
     fn list(
         after: Option<String>,
@@ -340,6 +346,32 @@ impl inventory::Guest for Hostile {
                 let mut e = entry("k1", "1");
                 e.resource.mime_type = Some(format!("text/HOSTILE-SECRET{}", "m".repeat(200)));
                 page(vec![e], false)
+            }
+            // Pages whose canonical-ABI form is broken: wit-bindgen lowers a
+            // `String` as its (ptr, len) without reading the bytes, so these
+            // reach the host's lifter as they are.
+            "abi-out-of-bounds" => {
+                let mut e = entry("k1", "1");
+                e.resource.name = unsafe { raw_string(0xffff_0000, 4096) };
+                page(vec![e], false)
+            }
+            "abi-invalid-utf8" => {
+                let mut e = entry("k1", "1");
+                e.resource.name = unsafe { String::from_utf8_unchecked(vec![b'H', 0xff, 0xfe]) };
+                page(vec![e], false)
+            }
+            "abi-alias" => {
+                // `limit` names that are all the same 16 MiB: 16 MiB of guest
+                // memory, `limit` times that for a host that copies them.
+                let big: &'static str = "a".repeat(16 << 20).leak();
+                let entries = (0..limit)
+                    .map(|i| {
+                        let mut e = entry(&format!("k{i:04}"), &format!("{i}"));
+                        e.resource.name = unsafe { raw_string(big.as_ptr() as usize, big.len()) };
+                        e
+                    })
+                    .collect();
+                page(entries, false)
             }
             "source-error" => Err(SourceError::Unavailable(
                 "HOSTILE-SECRET connection refused to 10.0.0.7".into(),

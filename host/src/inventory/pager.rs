@@ -15,8 +15,8 @@ use super::cursor::{CursorBinding, CursorError, CursorKeys, CursorState, Positio
 use super::statics::StaticResources;
 use super::validate::{PageViolation, UriSet, validate_page};
 use crate::auth::Principal;
-use crate::runtime::types::{CallContext, InventoryPage};
-use crate::runtime::{Access, GuestError, RequestScope, Source};
+use crate::runtime::types::CallContext;
+use crate::runtime::{Access, GuestError, GuestPage, RequestScope, Source};
 use crate::uri_template::UriTemplate;
 use serde::Serialize;
 use std::future::Future;
@@ -37,7 +37,7 @@ pub trait InventorySource: Send + Sync {
         limit: u32,
         context: CallContext,
         scope: &RequestScope,
-    ) -> impl Future<Output = Result<InventoryPage, GuestError>> + Send;
+    ) -> impl Future<Output = Result<GuestPage, GuestError>> + Send;
 }
 
 impl InventorySource for Arc<Source> {
@@ -62,7 +62,7 @@ impl InventorySource for Arc<Source> {
         limit: u32,
         context: CallContext,
         scope: &RequestScope,
-    ) -> impl Future<Output = Result<InventoryPage, GuestError>> + Send {
+    ) -> impl Future<Output = Result<GuestPage, GuestError>> + Send {
         Source::list(self, after, limit, context, scope)
     }
 }
@@ -334,24 +334,23 @@ impl<S: InventorySource> Pager<S> {
                                 after: None,
                             })
                     };
-                    let count = guest_page.entries.len();
-                    for (k, entry) in guest_page.entries.iter().enumerate() {
+                    let count = guest_page.len();
+                    for (k, entry) in guest_page.entries().enumerate() {
                         let last_of_source = k + 1 == count && !guest_page.has_more;
                         let next = if last_of_source {
                             after_source()
                         } else {
                             Some(Position::Source {
                                 index,
-                                after: Some(entry.key.clone()),
+                                after: Some(entry.key.to_owned()),
                             })
                         };
-                        let r = &entry.resource;
                         let json = serde_json::to_vec(&EntryJson {
-                            uri: &r.uri,
-                            name: &r.name,
+                            uri: entry.uri,
+                            name: entry.name,
                             // "Set only if every matching resource has this
                             // type": an entry without its own has the template's.
-                            mime_type: r.mime_type.as_deref().or(source.mime_type()),
+                            mime_type: entry.mime_type.or(source.mime_type()),
                         })
                         .expect("serializable");
                         match page.push(json, next.clone()) {
@@ -433,7 +432,7 @@ mod tests {
     use super::*;
     use crate::inventory::cursor::tests::TestClock;
     use crate::inventory::statics::StaticResource;
-    use crate::runtime::types::{InventoryEntry, ResourceMetadata};
+    use crate::runtime::types::{InventoryEntry, InventoryPage, ResourceMetadata};
     use proptest::prelude::*;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicU64;
@@ -474,7 +473,7 @@ mod tests {
             limit: u32,
             _c: CallContext,
             _s: &RequestScope,
-        ) -> Result<InventoryPage, GuestError> {
+        ) -> Result<GuestPage, GuestError> {
             let records = self.records.lock().unwrap();
             let rest: Vec<_> = records
                 .iter()
@@ -499,7 +498,8 @@ mod tests {
             Ok(InventoryPage {
                 has_more: rest.len() > entries.len(),
                 entries,
-            })
+            }
+            .into())
         }
     }
 

@@ -5,7 +5,7 @@
 //! protocol error.").
 
 use crate::config::{MAX_KEY_LEN, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN};
-use crate::runtime::types::InventoryPage;
+use crate::runtime::GuestPage;
 use crate::uri_template::UriTemplate;
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -78,26 +78,26 @@ fn within(s: &str, max: usize) -> bool {
 /// Check one guest page. `page_uris` holds the URIs already on the page being
 /// built (across all sources on it); accepted URIs are added to it.
 pub fn validate_page(
-    page: &InventoryPage,
+    page: &GuestPage,
     limit: u32,
     after: Option<&str>,
     template: &UriTemplate,
     page_uris: &mut UriSet,
 ) -> Result<(), PageViolation> {
     // "Query with after as an exclusive lower bound and return at most limit entries."
-    if page.entries.len() > limit as usize {
+    if page.len() > limit as usize {
         return Err(PageViolation::TooManyEntries {
-            count: page.entries.len(),
+            count: page.len(),
             limit,
         });
     }
     // "A page with hasMore: true must contain an entry."
-    if page.has_more && page.entries.is_empty() {
+    if page.has_more && page.is_empty() {
         return Err(PageViolation::HasMoreWithoutEntries);
     }
     let mut previous: Option<&str> = after;
-    for (index, entry) in page.entries.iter().enumerate() {
-        let key = entry.key.as_str();
+    for (index, entry) in page.entries().enumerate() {
+        let key = entry.key;
         // "Keys contain 1–256 printable ASCII characters without spaces."
         if key.is_empty() || key.len() > MAX_KEY_LEN {
             return Err(PageViolation::KeyLength { index });
@@ -117,21 +117,21 @@ pub fn validate_page(
             });
         }
         previous = Some(key);
-        let r = &entry.resource;
+        let r = entry;
         // "Metadata permits only uri (at most 2,048 characters), name (at most
         // 512), and mimeType (at most 128)."
-        if !within(&r.uri, MAX_URI_LEN) {
+        if !within(r.uri, MAX_URI_LEN) {
             return Err(PageViolation::UriLength { index });
         }
         // "Keep each URI unique across the source’s traversal and consistent
         // with its registered template."
-        if !template.matches(&r.uri) {
+        if !template.matches(r.uri) {
             return Err(PageViolation::UriTemplate { index });
         }
-        if !within(&r.name, MAX_NAME_LEN) {
+        if !within(r.name, MAX_NAME_LEN) {
             return Err(PageViolation::NameLength { index });
         }
-        if let Some(m) = &r.mime_type
+        if let Some(m) = r.mime_type
             && !within(m, MAX_MIME_TYPE_LEN)
         {
             return Err(PageViolation::MimeTypeLength { index });
@@ -139,8 +139,8 @@ pub fn validate_page(
     }
     // (Any violation fails the whole listing, so a rejected page may leave
     // some of its URIs in `page_uris`.)
-    for (index, entry) in page.entries.iter().enumerate() {
-        if !page_uris.insert(entry.resource.uri.clone()) {
+    for (index, entry) in page.entries().enumerate() {
+        if !page_uris.insert(entry.uri.to_owned()) {
             return Err(PageViolation::UriDuplicate { index });
         }
     }
@@ -150,7 +150,7 @@ pub fn validate_page(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::types::{InventoryEntry, ResourceMetadata};
+    use crate::runtime::types::{InventoryEntry, InventoryPage, ResourceMetadata};
 
     fn entry(key: &str, id: &str) -> InventoryEntry {
         InventoryEntry {
@@ -171,7 +171,7 @@ mod tests {
     ) -> Result<(), PageViolation> {
         let t = UriTemplate::parse("learn://documents/{id}").unwrap();
         validate_page(
-            &InventoryPage { entries, has_more },
+            &InventoryPage { entries, has_more }.into(),
             limit,
             after,
             &t,
@@ -275,15 +275,17 @@ mod tests {
     fn uris_are_unique_across_sources_on_a_page() {
         let t = UriTemplate::parse("learn://documents/{id}").unwrap();
         let mut seen = UriSet::default();
-        let p1 = InventoryPage {
+        let p1: GuestPage = InventoryPage {
             entries: vec![entry("a", "1")],
             has_more: false,
-        };
+        }
+        .into();
         validate_page(&p1, 5, None, &t, &mut seen).unwrap();
-        let p2 = InventoryPage {
+        let p2: GuestPage = InventoryPage {
             entries: vec![entry("z", "1")],
             has_more: false,
-        };
+        }
+        .into();
         assert_eq!(
             validate_page(&p2, 5, None, &t, &mut seen),
             Err(PageViolation::UriDuplicate { index: 0 })

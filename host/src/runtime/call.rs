@@ -11,6 +11,7 @@
 use super::budget::{Budget, DeadlineTrap, GuestError, MemoryCapTrap};
 use super::host_state::{HostState, MemoryAccount};
 use super::loader::Source;
+use super::page::LiftError;
 use super::scope::RequestScope;
 use std::future::Future;
 use std::pin::Pin;
@@ -90,6 +91,9 @@ impl Source {
         store
             .set_fuel(budget.fuel)
             .map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
+        // What lifting one result may allocate on the host (wasmtime's
+        // default is 128 MiB): no more than the call's memory budget.
+        store.set_hostcall_fuel(usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX));
         let deadline = budget.deadline;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
@@ -140,6 +144,14 @@ fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> 
     }
     if err.downcast_ref::<DeadlineTrap>().is_some() {
         return GuestError::DeadlineExceeded;
+    }
+    if let Some(e) = err.downcast_ref::<LiftError>() {
+        return GuestError::InvalidResult(e.to_string());
+    }
+    // Lifting the result would have taken more host memory than the budget
+    // (`set_hostcall_fuel`); wasmtime's error type for it is private.
+    if format!("{err:#}").contains("fuel allocated for hostcalls") {
+        return GuestError::MemoryCap(budget.memory_bytes);
     }
     match err.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => GuestError::FuelExhausted,

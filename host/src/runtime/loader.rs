@@ -3,21 +3,38 @@
 //! Anything wrong stops startup with one line naming the file and the reason.
 
 use super::bindings::emseepea::inventory::types::{
-    CallContext, InventoryPage, ResourceContents, SourceError, Template,
+    CallContext, ResourceContents, SourceError, Template,
 };
-use super::bindings::exports::emseepea::inventory::{inventory, template};
+use super::bindings::exports::emseepea::inventory::template;
 use super::budget::{GuestError, SourceFailure};
 use super::cache::{CacheOutcome, ComponentCache, sha256_hex};
 use super::capabilities::{ServerCapabilities, SourceCapabilities};
 use super::definition::SourceDefinition;
 use super::engine::Runtime;
 use super::host_state::HostState;
+use super::page::GuestPage;
 use super::scope::RequestScope;
 use crate::config::{BudgetConfig, Config, STARTUP_CALL_DURATION_MS, SourceManifest, check_budget};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wasmtime::component::InstancePre;
+use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
+use wasmtime::{AsContextMut, Store};
+
+/// `list` as the host calls it: the page is lifted into one buffer
+/// (`page::GuestPage`) rather than the bindgen `InventoryPage`.
+type ListFunc<'a> =
+    TypedFunc<(Option<&'a str>, u32, &'a CallContext), (Result<GuestPage, SourceError>,)>;
+
+/// Look up `list` with its signature checked (a mismatch is a wasmtime
+/// "type mismatch" error, reported at startup as a wrong world).
+fn list_func<'a>(
+    store: impl AsContextMut<Data = HostState>,
+    instance: &Instance,
+    index: &ComponentExportIndex,
+) -> wasmtime::Result<ListFunc<'a>> {
+    instance.get_typed_func(store, index)
+}
 
 /// A startup refusal: the file at fault and why.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +66,8 @@ pub struct Source {
     pub(crate) pre: InstancePre<HostState>,
     pub(crate) capabilities: SourceCapabilities,
     template: template::GuestIndices,
-    inventory: Option<inventory::GuestIndices>,
+    /// The `list` export, if the component exports `inventory`.
+    list: Option<ComponentExportIndex>,
     /// Fuel and memory (linear memories + host buffers) of the last finished
     /// call, for benchmarks and capacity planning.
     pub last_fuel_used: std::sync::atomic::AtomicU64,
@@ -80,14 +98,18 @@ impl Source {
 
     /// Whether the component exports `inventory` (a `list` callback).
     pub fn lists(&self) -> bool {
-        self.inventory.is_some()
+        self.list.is_some()
     }
 
     async fn describe(&self, scope: &RequestScope) -> Result<Template, GuestError> {
         let idx = self.template.clone();
+        let list = self.list;
         self.call(scope, "describe", move |store, instance| {
             Box::pin(async move {
                 let guest = idx.load(&mut *store, instance)?;
+                if let Some(list) = &list {
+                    list_func(&mut *store, instance, list)?;
+                }
                 guest.call_describe(&mut *store).await
             })
         })
@@ -120,21 +142,26 @@ impl Source {
         limit: u32,
         context: CallContext,
         scope: &RequestScope,
-    ) -> Result<InventoryPage, GuestError> {
-        let Some(idx) = self.inventory.clone() else {
+    ) -> Result<GuestPage, GuestError> {
+        let Some(list) = self.list else {
             return Err(GuestError::InvalidResult(
                 "source does not export inventory".into(),
             ));
         };
         let after = after.map(str::to_owned);
-        self.call(scope, "list", move |store, instance| {
-            Box::pin(async move {
-                let guest = idx.load(&mut *store, instance)?;
-                guest
-                    .call_list(&mut *store, after.as_deref(), limit, &context)
-                    .await
-            })
-        })
+        self.call(
+            scope,
+            "list",
+            move |store: &mut Store<HostState>, instance| {
+                Box::pin(async move {
+                    let func = list_func(&mut *store, instance, &list)?;
+                    let (page,) = func
+                        .call_async(&mut *store, (after.as_deref(), limit, &context))
+                        .await?;
+                    Ok(page)
+                })
+            },
+        )
         .await?
         .map_err(source_error)
     }
@@ -283,17 +310,14 @@ async fn load_one(
             ),
         )
     })?;
-    let exports_inventory = component
+    let list = component
         .get_export_index(None, "emseepea:inventory/inventory@0.1.0")
-        .is_some();
-    let inventory = if exports_inventory {
-        Some(
-            inventory::GuestIndices::new(&pre)
-                .map_err(|e| LoadError::new(file, format!("bad inventory export: {e:#}")))?,
-        )
-    } else {
-        None
-    };
+        .map(|inventory| {
+            component
+                .get_export_index(Some(&inventory), "list")
+                .ok_or_else(|| LoadError::new(file, "bad inventory export: no `list`"))
+        })
+        .transpose()?;
     let stem: Arc<str> = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -311,7 +335,7 @@ async fn load_one(
         pre,
         capabilities,
         template,
-        inventory,
+        list,
         last_fuel_used: Default::default(),
         last_memory_bytes: Default::default(),
     };

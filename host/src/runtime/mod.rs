@@ -20,6 +20,7 @@ mod definition;
 mod engine;
 mod host_state;
 mod loader;
+mod page;
 mod scope;
 
 pub use budget::{Budget, GuestError, SourceFailure};
@@ -27,6 +28,7 @@ pub use cache::CacheOutcome;
 pub use definition::{Access, SourceDefinition};
 pub use engine::Runtime;
 pub use loader::{LoadError, Source, SourceSet};
+pub use page::{EntryRef, GuestPage};
 pub use scope::RequestScope;
 
 /// Plain data types of the WIT contract, as the other layers see them.
