@@ -160,11 +160,18 @@ async fn an_allow_listed_origin_works_and_others_do_not() {
 
 /// The prototype's `wstd` client saw 15-25 % "connection reset": it takes the
 /// request body, starts the request, then finishes the (empty) body. The same
-/// sequence here, empty and not, sequential and concurrent, never fails.
+/// sequence here, empty and not, sequential and concurrent.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_body_finished_after_the_request_started_never_races() {
-    let backend = FakeHttp::start(Arc::new(|method, _, _, body| {
-        (200, format!("{method} got {} bytes", body.len()))
+    // (A chunked request would show as " chunked": the host sends bodies
+    // whole, with their length.)
+    let backend = FakeHttp::start(Arc::new(|method, _, headers, body| {
+        let chunked = if headers.contains_key("transfer-encoding") {
+            " chunked"
+        } else {
+            ""
+        };
+        (200, format!("{method} got {} bytes{chunked}", body.len()))
     }))
     .await;
     let poster = |name: &str, body: &str| {
@@ -217,7 +224,10 @@ async fn a_request_body_finished_after_the_request_started_never_races() {
 }
 
 /// The harshest backend for that sequence: it answers as soon as it has the
-/// request head, without reading the body, and closes the connection.
+/// request head, without reading the body, and closes the connection. With
+/// the body streamed (chunked) after the head, its kernel resets the
+/// connection over the unread bytes and the response was lost about 1 time
+/// in 200; the host now sends bodies whole, with their length.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_backend_that_answers_before_the_body_and_closes() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -256,7 +266,7 @@ async fn a_backend_that_answers_before_the_body_and_closes() {
         .start();
     let token = s.token(Some("alice"), "hostile:read");
     let mut failures = Vec::new();
-    for n in 0..100 {
+    for n in 0..400 {
         let uri = if n % 2 == 0 {
             "hostile://empty/1"
         } else {
@@ -269,7 +279,7 @@ async fn a_backend_that_answers_before_the_body_and_closes() {
     }
     assert!(
         failures.is_empty(),
-        "{} of 100 failed: {:?}",
+        "{} of 400 failed: {:?}",
         failures.len(),
         failures.first()
     );

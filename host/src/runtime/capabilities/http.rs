@@ -6,7 +6,9 @@
 //! - A listed name that resolves to a loopback, private, link-local or
 //!   otherwise non-public address is refused unless the entry names that
 //!   address (or `localhost`) literally.
-//! - Request and response bodies are capped; connect and byte timeouts are
+//! - Request bodies are sent whole with their length (the guest finishes the
+//!   body before it waits for the response); request and response bodies
+//!   are capped; connect and byte timeouts are
 //!   the grant's timeout, never past the call's deadline; the whole exchange
 //!   stops with the call (the send runs in a task aborted when the call's
 //!   store is dropped).
@@ -200,10 +202,24 @@ impl WasiHttpHooks for EgressHooks {
                 first_byte_timeout: pick(options.first_byte_timeout),
                 between_bytes_timeout: pick(options.between_bytes_timeout),
             };
-            let request =
-                request.map(|b| capped(b, limits.max_request_bytes, Error::HttpRequestBodySize));
-            let send = wasmtime_wasi_http::default_send_request(request, Some(options));
-            let (response, io) = tokio::time::timeout(cap, send)
+            let exchange = async {
+                // The body is sent whole, with its length, never chunked: a
+                // backend that answers from the head alone and closes with a
+                // chunked body (even an empty one) still unread makes its
+                // kernel reset the connection, which can destroy the response
+                // in flight (the "connection reset" of streamed empty bodies).
+                let (parts, body) = request.into_parts();
+                let body = capped(body, limits.max_request_bytes, Error::HttpRequestBodySize)
+                    .collect()
+                    .await?
+                    .to_bytes();
+                let body = http_body_util::Full::new(body)
+                    .map_err(|never| match never {})
+                    .boxed_unsync();
+                let request = http::Request::from_parts(parts, body);
+                wasmtime_wasi_http::default_send_request(request, Some(options)).await
+            };
+            let (response, io) = tokio::time::timeout(cap, exchange)
                 .await
                 .map_err(|_| Error::ConnectionTimeout)??;
             tracing::debug!(source = %source, %uri, status = response.status().as_u16(), "outbound request");
