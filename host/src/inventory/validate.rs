@@ -136,11 +136,9 @@ pub fn validate_page(
         {
             return Err(PageViolation::MimeTypeLength { index });
         }
-    }
-    // (Any violation fails the whole listing, so a rejected page may leave
-    // some of its URIs in `page_uris`.)
-    for (index, entry) in page.entries().enumerate() {
-        if !page_uris.insert(entry.uri.to_owned()) {
+        // (Any violation fails the whole listing, so a rejected page may
+        // leave some of its URIs in `page_uris`.)
+        if !page_uris.insert(r.uri.to_owned()) {
             return Err(PageViolation::UriDuplicate { index });
         }
     }
