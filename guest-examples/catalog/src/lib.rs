@@ -160,6 +160,9 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 
 /// Without libc, `memcmp` (string comparisons) must come from here;
 /// compiler-builtins supplies the other memory functions.
+///
+/// # Safety
+/// `a` and `b` are readable for `n` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
     for i in 0..n {
@@ -174,6 +177,10 @@ pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
 
 /// The canonical ABI's allocator (the host calls it to pass strings in),
 /// which wit-bindgen's runtime would otherwise bring with std.
+///
+/// # Safety
+/// Called by the canonical ABI only: `align` is a power of two and `old`,
+/// when non-null, is a block of `old_len` bytes allocated here.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cabi_realloc(
     old: *mut u8,
