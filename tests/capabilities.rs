@@ -21,6 +21,38 @@ async fn read_answer(s: &Server, token: &str, uri: &str) -> Answer {
     .await
 }
 
+/// Read every URI at once (one task each); the texts in the same order.
+async fn read_all_at_once(
+    s: &Server,
+    token: &str,
+    uris: impl Iterator<Item = String>,
+) -> Vec<String> {
+    let reads: Vec<_> = uris
+        .map(|uri| {
+            let (url, token) = (s.url.clone(), token.to_owned());
+            tokio::spawn(async move {
+                let a = modern(
+                    &url,
+                    Some(&token),
+                    json!(1),
+                    "resources/read",
+                    json!({ "uri": uri }),
+                )
+                .await;
+                a.json()["result"]["contents"][0]["text"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{}", a.text()))
+                    .to_owned()
+            })
+        })
+        .collect();
+    let mut texts = Vec::new();
+    for read in reads {
+        texts.push(read.await.unwrap());
+    }
+    texts
+}
+
 async fn read_text(s: &Server, token: &str, uri: &str) -> String {
     let v = read_answer(s, token, uri).await.json();
     v["result"]["contents"][0]["text"]
@@ -195,30 +227,11 @@ async fn a_request_body_finished_after_the_request_started_never_races() {
             "200 POST got 5 bytes"
         );
     }
-    let reads: Vec<_> = (0..40)
-        .map(|n| {
-            let (url, token) = (s.url.clone(), token.clone());
-            let uri = if n % 2 == 0 {
-                "hostile://empty/1"
-            } else {
-                "hostile://hello/1"
-            };
-            tokio::spawn(async move {
-                let a = modern(
-                    &url,
-                    Some(&token),
-                    json!(n),
-                    "resources/read",
-                    json!({ "uri": uri }),
-                )
-                .await;
-                a.json()["result"]["contents"][0]["text"].clone()
-            })
-        })
-        .collect();
-    for (n, read) in reads.into_iter().enumerate() {
-        let bytes = if n % 2 == 0 { 0 } else { 5 };
-        assert_eq!(read.await.unwrap(), format!("200 POST got {bytes} bytes"));
+    let uris = (0..40).map(|n| ["hostile://empty/1", "hostile://hello/1"][n % 2].to_owned());
+    let texts = read_all_at_once(&s, &token, uris).await;
+    for (n, text) in texts.iter().enumerate() {
+        let bytes = [0, 5][n % 2];
+        assert_eq!(text, &format!("200 POST got {bytes} bytes"));
     }
     assert_eq!(backend.hits(), 140);
 }
@@ -576,15 +589,9 @@ async fn javascript_catalog_end_to_end() {
         read_text(&s, &token, "jscat://items/0000000042").await,
         "Item 42 of the JavaScript catalog.\n"
     );
-    let nf = modern(
-        &s.url,
-        Some(&token),
-        json!(1),
-        "resources/read",
-        json!({"uri":"jscat://items/0000009999"}),
-    )
-    .await
-    .json();
+    let nf = read_answer(&s, &token, "jscat://items/0000009999")
+        .await
+        .json();
     assert_eq!(nf["error"]["code"], -32602);
 }
 
@@ -619,43 +626,19 @@ async fn javascript_fetch_reaches_only_a_granted_backend() {
         "GET /details/0000000042 for alice"
     );
     // The backend's 404 is the guest's not-found; its 503 a generic error.
-    let nf = modern(
-        &s.url,
-        Some(&token),
-        json!(1),
-        "resources/read",
-        json!({"uri":"jscat://items/0000000404"}),
-    )
-    .await
-    .json();
+    let nf = read_answer(&s, &token, "jscat://items/0000000404")
+        .await
+        .json();
     assert_eq!(nf["error"]["code"], -32602, "{nf}");
     let failed = read_answer(&s, &token, "jscat://items/0000000500").await;
     assert_generic_internal_error(&failed, &["503", "details"]);
     assert_eq!(backend.hits(), 3);
     // The prototype saw 15-25 % "connection reset" from a Rust `wstd` client;
     // none here, over 40 concurrent fetches.
-    let reads: Vec<_> = (1..=40)
-        .map(|n| {
-            let (url, token) = (s.url.clone(), token.clone());
-            tokio::spawn(async move {
-                let uri = format!("jscat://items/{n:010}");
-                let a = modern(
-                    &url,
-                    Some(&token),
-                    json!(n),
-                    "resources/read",
-                    json!({ "uri": uri }),
-                )
-                .await;
-                a.json()["result"]["contents"][0]["text"].clone()
-            })
-        })
-        .collect();
-    for (n, read) in (1..=40).zip(reads) {
-        assert_eq!(
-            read.await.unwrap(),
-            format!("GET /details/{n:010} for alice")
-        );
+    let uris = (1..=40).map(|n| format!("jscat://items/{n:010}"));
+    let texts = read_all_at_once(&s, &token, uris).await;
+    for (n, text) in (1..=40).zip(texts) {
+        assert_eq!(text, format!("GET /details/{n:010} for alice"));
     }
     assert_eq!(backend.hits(), 43);
 
