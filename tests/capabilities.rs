@@ -194,7 +194,7 @@ async fn an_allow_listed_origin_works_and_others_do_not() {
 /// request body, starts the request, then finishes the (empty) body. The same
 /// sequence here, empty and not, sequential and concurrent.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_request_body_finished_after_the_request_started_never_races() {
+async fn a_request_body_finished_after_the_request_started_goes_whole() {
     // (A chunked request would show as " chunked": the host sends bodies
     // whole, with their length.)
     let backend = FakeHttp::start(Arc::new(|method, _, headers, body| {
