@@ -241,8 +241,9 @@ fn fetch(url: &str) -> Result<String, String> {
         .set_path_with_query(Some(path))
         .map_err(|_| "path")?;
     // `body = "..."` in the config: send it the way the `wstd` crate does
-    // (take the body, start the request, then write and finish the body),
-    // which races the response if the host gets the ordering wrong.
+    // (take the body, start the request, then write and finish the body).
+    // Streamed after the head, such a body could lose the response to a
+    // connection reset (tests/capabilities.rs).
     let body = config::get("body");
     if body.is_some() {
         request.set_method(&Method::Post).map_err(|_| "method")?;

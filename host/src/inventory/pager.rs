@@ -645,6 +645,42 @@ mod tests {
         }
     }
 
+    /// A pager over `sources` (no static resources), on a test clock.
+    fn pager_of(
+        sources: Vec<MemorySource>,
+        page_size: u32,
+        byte_limit: usize,
+    ) -> Pager<MemorySource> {
+        let clock = Arc::new(TestClock(AtomicU64::new(1_000_000)));
+        Pager::new(
+            Arc::new(StaticResources::default()),
+            sources,
+            Arc::new(CursorKeys::new(clock)),
+            [1; 32],
+            page_size,
+            byte_limit,
+        )
+    }
+
+    async fn page_of(
+        pager: &Pager<MemorySource>,
+        principal: &Principal,
+        cursor: Option<&str>,
+    ) -> Result<Page, ListError> {
+        pager
+            .page(PageRequest {
+                principal: Some(principal),
+                cursor,
+                envelope_bytes: ENVELOPE,
+                scope: &scope(),
+            })
+            .await
+    }
+
+    fn alice() -> Principal {
+        Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None)
+    }
+
     #[tokio::test]
     async fn one_entry_that_cannot_fit_is_an_error_and_a_partial_page_ends_before_it() {
         let calls = Arc::new(Mutex::new(Vec::new()));
@@ -653,10 +689,6 @@ mod tests {
             ("k2".to_string(), "2".to_string(), "x".repeat(400)),
             ("k3".to_string(), "3".to_string(), "small".to_string()),
         ];
-        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(
-            1_000_000,
-        )))));
-        let principal = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
         // Room for a small entry and a cursor, not for the big one.
         let limit = ENVELOPE
             + 60
@@ -666,24 +698,8 @@ mod tests {
                 after: Some("k1".into()),
             })
             + 40;
-        let pager = Pager::new(
-            Arc::new(StaticResources::default()),
-            vec![source("src0", "a", records, &calls)],
-            keys,
-            [1; 32],
-            10,
-            limit,
-        );
-        let scope = scope();
-        let page = pager
-            .page(PageRequest {
-                principal: Some(&principal),
-                cursor: None,
-                envelope_bytes: ENVELOPE,
-                scope: &scope,
-            })
-            .await
-            .unwrap();
+        let pager = pager_of(vec![source("src0", "a", records, &calls)], 10, limit);
+        let page = page_of(&pager, &alice(), None).await.unwrap();
         assert_eq!(
             page.entries.len(),
             1,
@@ -692,23 +708,19 @@ mod tests {
         let next = page
             .next_cursor
             .expect("the cursor points at the last entry emitted");
-        let err = pager
-            .page(PageRequest {
-                principal: Some(&principal),
-                cursor: Some(&next),
-                envelope_bytes: ENVELOPE,
-                scope: &scope,
-            })
-            .await
-            .unwrap_err();
+        let err = page_of(&pager, &alice(), Some(&next)).await.unwrap_err();
         assert!(matches!(err, ListError::EntryTooLarge { .. }), "{err}");
     }
 
     #[tokio::test]
     async fn entries_without_a_mime_type_have_the_templates() {
         let calls = Arc::new(Mutex::new(Vec::new()));
-        let records = vec![("k1".to_string(), "1".to_string(), "n".to_string())];
-        let mut typed = source("src0", "a", records.clone(), &calls);
+        let mut typed = source(
+            "src0",
+            "a",
+            vec![("k1".into(), "1".into(), "n".into())],
+            &calls,
+        );
         typed.mime_type = Some("text/markdown".into());
         let untyped = source(
             "src1",
@@ -716,28 +728,8 @@ mod tests {
             vec![("k2".into(), "2".into(), "n".into())],
             &calls,
         );
-        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(
-            1_000_000,
-        )))));
-        let pager = Pager::new(
-            Arc::new(StaticResources::default()),
-            vec![typed, untyped],
-            keys,
-            [1; 32],
-            10,
-            100_000,
-        );
-        let principal = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
-        let scope = scope();
-        let page = pager
-            .page(PageRequest {
-                principal: Some(&principal),
-                cursor: None,
-                envelope_bytes: ENVELOPE,
-                scope: &scope,
-            })
-            .await
-            .unwrap();
+        let pager = pager_of(vec![typed, untyped], 10, 100_000);
+        let page = page_of(&pager, &alice(), None).await.unwrap();
         let entries: Vec<serde_json::Value> = page
             .entries
             .iter()
@@ -753,50 +745,12 @@ mod tests {
         let records: Vec<_> = (0..5)
             .map(|i| (format!("k{i}"), format!("{i}"), "n".into()))
             .collect();
-        let keys = Arc::new(CursorKeys::new(Arc::new(TestClock(AtomicU64::new(
-            1_000_000,
-        )))));
-        let pager = Pager::new(
-            Arc::new(StaticResources::default()),
-            vec![source("src0", "a", records, &calls)],
-            keys,
-            [1; 32],
-            2,
-            100_000,
-        );
-        let alice = Principal::new(Some("alice".into()), "app".into(), vec!["a".into()], None);
+        let pager = pager_of(vec![source("src0", "a", records, &calls)], 2, 100_000);
         let bob = Principal::new(Some("bob".into()), "app".into(), vec!["a".into()], None);
-        let scope = scope();
-        let page = pager
-            .page(PageRequest {
-                principal: Some(&alice),
-                cursor: None,
-                envelope_bytes: 10,
-                scope: &scope,
-            })
-            .await
-            .unwrap();
+        let page = page_of(&pager, &alice(), None).await.unwrap();
         let c = page.next_cursor.unwrap();
-        let err = pager
-            .page(PageRequest {
-                principal: Some(&bob),
-                cursor: Some(&c),
-                envelope_bytes: 10,
-                scope: &scope,
-            })
-            .await
-            .unwrap_err();
+        let err = page_of(&pager, &bob, Some(&c)).await.unwrap_err();
         assert!(matches!(err, ListError::InvalidCursor(_)));
-        assert!(
-            pager
-                .page(PageRequest {
-                    principal: Some(&alice),
-                    cursor: Some(&c),
-                    envelope_bytes: 10,
-                    scope: &scope
-                })
-                .await
-                .is_ok()
-        );
+        assert!(page_of(&pager, &alice(), Some(&c)).await.is_ok());
     }
 }

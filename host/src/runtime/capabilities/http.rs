@@ -7,8 +7,8 @@
 //!   otherwise non-public address is refused unless the entry names that
 //!   address (or `localhost`) literally.
 //! - Request bodies are sent whole with their length (the guest finishes the
-//!   body before it waits for the response); request and response bodies
-//!   are capped; connect and byte timeouts are
+//!   body before it waits for the response).
+//! - Request and response bodies are capped; connect and byte timeouts are
 //!   the grant's timeout, never past the call's deadline; the whole exchange
 //!   stops with the call (the send runs in a task aborted when the call's
 //!   store is dropped).
