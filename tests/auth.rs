@@ -518,10 +518,5 @@ fn dev_tokens_need_dev_mode() {
 async fn dev_mode_warns_at_start() {
     let s = server().source("catalog", "catalog", "").start();
     // stderr is read on its own thread, so the warning may land just after the ready line.
-    assert!(
-        s.wait_for_log(&["auth mode \"dev\""], std::time::Duration::from_secs(5))
-            .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["auth mode \"dev\""]);
 }

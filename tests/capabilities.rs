@@ -77,18 +77,10 @@ async fn without_grants_nothing_is_reachable() {
         "sqlite=Error::NotGranted",
     ];
     assert_eq!(report.lines().collect::<Vec<_>>(), expected, "{report}");
-    assert!(
-        s.wait_for_log(
-            &[
-                "guest asked for a database it was not granted",
-                "database=documents"
-            ],
-            Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&[
+        "guest asked for a database it was not granted",
+        "database=documents",
+    ]);
 
     // Outbound HTTP without a grant: refused inside the guest, logged by the host.
     let backend = FakeHttp::start(Arc::new(|_, _, _, _| (200, "secret".into()))).await;
@@ -106,15 +98,7 @@ async fn without_grants_nothing_is_reachable() {
         "{out}"
     );
     assert_eq!(backend.hits(), 0, "nothing was sent");
-    assert!(
-        s.wait_for_log(
-            &["outbound request denied", "source=fetcher"],
-            Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["outbound request denied", "source=fetcher"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -173,15 +157,7 @@ async fn an_allow_listed_origin_works_and_others_do_not() {
     ] {
         let out = read_text(&s, &token, &format!("hostile://{name}/1")).await;
         assert!(out.starts_with("fetch failed"), "{name}: {out}");
-        assert!(
-            s.wait_for_log(
-                &["outbound request denied", &format!("source={name}"), why],
-                Duration::from_secs(5)
-            )
-            .is_some(),
-            "{name}: {}",
-            s.log()
-        );
+        s.expect_log(&["outbound request denied", &format!("source={name}"), why]);
     }
     assert_eq!(
         backend.hits(),
@@ -380,24 +356,8 @@ async fn a_long_statement_is_interrupted_at_the_deadline() {
     )
     .await;
     assert_generic_internal_error(&a, &[]);
-    assert!(
-        s.wait_for_log(
-            &["sqlite statement interrupted", "database=main"],
-            Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
-    assert!(
-        s.wait_for_log(
-            &["source=\"runaway\"", "reason=\"deadline\""],
-            Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["sqlite statement interrupted", "database=main"]);
+    s.expect_log(&["source=\"runaway\"", "reason=\"deadline\""]);
 }
 
 #[tokio::test]
@@ -433,15 +393,7 @@ async fn a_long_statement_is_interrupted_when_the_request_is_cancelled() {
         "no result for a cancelled request: {}",
         a.text()
     );
-    assert!(
-        s.wait_for_log(
-            &["sqlite statement interrupted", "database=main"],
-            Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["sqlite statement interrupted", "database=main"]);
 }
 
 #[tokio::test]
@@ -462,15 +414,7 @@ async fn a_long_statement_is_interrupted_when_the_client_disconnects() {
     sock.write_all(&body).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     drop(sock);
-    assert!(
-        s.wait_for_log(
-            &["sqlite statement interrupted", "database=main"],
-            Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["sqlite statement interrupted", "database=main"]);
 }
 
 #[tokio::test]
@@ -650,15 +594,7 @@ async fn javascript_fetch_reaches_only_a_granted_backend() {
     let token = s.token(Some("alice"), "catalog:read");
     let denied = read_answer(&s, &token, "jscat://items/0000000042").await;
     assert_generic_internal_error(&denied, &["details", "unreachable"]);
-    assert!(
-        s.wait_for_log(
-            &["outbound request denied", "source=js-catalog"],
-            Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["outbound request denied", "source=js-catalog"]);
     assert_eq!(
         backend.hits(),
         43,

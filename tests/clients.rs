@@ -131,15 +131,7 @@ fn python_sdk_2_in_the_legacy_handshake() {
     assert_eq!(out["missing"], -32002);
     check_traversal(&out);
     // The client closed its session (DELETE).
-    assert!(
-        s.wait_for_log(
-            &["session ended by the client"],
-            std::time::Duration::from_secs(5)
-        )
-        .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["session ended by the client"]);
 }
 
 #[test]

@@ -145,12 +145,7 @@ async fn one_entry_too_big_for_an_empty_page_is_an_error() {
     let token = s.token(Some("alice"), "hostile:read");
     let a = list(&s, &token, None).await;
     assert_generic_internal_error(&a, &["big"]);
-    assert!(
-        s.wait_for_log(&["does not fit in an empty page"], Duration::from_secs(5))
-            .is_some(),
-        "{}",
-        s.log()
-    );
+    s.expect_log(&["does not fit in an empty page"]);
 }
 
 #[tokio::test]

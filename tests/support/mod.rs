@@ -230,6 +230,13 @@ impl Server {
         }
     }
 
+    /// The log line containing every needle, waited for up to 5 s (stderr
+    /// is read on its own thread); panics with the whole log if none comes.
+    pub fn expect_log(&self, needles: &[&str]) -> String {
+        self.wait_for_log(needles, Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("no log line with {needles:?}:\n{}", self.log()))
+    }
+
     pub fn log_lines_with(&self, needle: &str) -> usize {
         self.log
             .lock()
