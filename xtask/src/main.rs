@@ -179,8 +179,10 @@ fn stamp_of(paths: &[PathBuf]) -> String {
         collect_files(p, &mut files);
     }
     files.sort();
+    let root = root();
     for f in files {
-        f.hash(&mut h);
+        // Relative names, so a clone or worktree elsewhere reuses the stamp.
+        f.strip_prefix(&root).unwrap_or(&f).hash(&mut h);
         std::fs::read(&f).unwrap_or_default().hash(&mut h);
     }
     format!("{:016x}", h.finish())
