@@ -1,21 +1,31 @@
 //! Outbound HTTP (`wasi:http/outgoing-handler`) through a per-source
 //! allow-list of `scheme://host[:port]` origins.
 //!
+//! - The address checked is the address connected to: an allowed origin's
+//!   name is resolved once ([`destination`]), every answer must be public
+//!   ([`address`]: every IANA special-purpose block is refused) unless the
+//!   entry names an address (or `localhost`) literally, and the connector
+//!   ([`send`], which replaces wasmtime-wasi-http's `default_send_request`)
+//!   dials only those addresses and checks the socket's peer is the one
+//!   dialed. The name is kept for the Host header, SNI and the certificate.
 //! - Every request, including one a guest makes to follow a redirect, is
 //!   checked: the host never follows redirects itself.
-//! - A listed name that resolves to a loopback, private, link-local or
-//!   otherwise non-public address is refused unless the entry names that
-//!   address (or `localhost`) literally.
 //! - Request bodies are sent whole with their length (the guest finishes the
 //!   body before it waits for the response).
-//! - Request and response bodies are capped; connect and byte timeouts are
-//!   the grant's timeout, never past the call's deadline; the whole exchange
-//!   stops with the call (the send runs in a task aborted when the call's
-//!   store is dropped).
+//! - Request and response bodies are capped; resolving, connecting and the
+//!   byte timeouts are bounded by the grant's timeout, never past the call's
+//!   deadline; the whole exchange stops with the call (the send runs in a
+//!   task aborted when the call's store is dropped).
+
+pub mod address;
+pub mod destination;
+pub mod network;
+pub mod send;
 
 use crate::config::HttpGrantLimits;
 use http_body_util::BodyExt;
-use std::net::IpAddr;
+use network::Network;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
@@ -58,40 +68,83 @@ impl Origin {
             port,
         })
     }
-
-    /// Whether the entry itself names a non-public address, so that
-    /// resolving to one is what the operator asked for.
-    fn names_private(&self) -> bool {
-        self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| !is_public(ip))
-    }
 }
 
-/// Loopback, private, link-local, unique-local, unspecified, documentation,
-/// CGNAT and multicast addresses are not public.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || (o[0] == 100 && (o[1] & 0xc0) == 64)
-                || o[0] == 0)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
+/// Why an allowed request did not get a response. The log gets all of it;
+/// the guest gets the generic wasi-http error code of [`EgressError::for_guest`].
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        host: String,
+        source: std::io::Error,
+    },
+    #[error("{host} resolves to no address")]
+    NoAddress { host: String },
+    #[error("{host} resolves to a non-public address {ip}: {reach}")]
+    NotPublic {
+        host: String,
+        ip: IpAddr,
+        reach: address::Reach,
+    },
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("connecting to {addr} timed out")]
+    ConnectTimeout { addr: SocketAddr },
+    #[error("the connection to {dialed} has no peer address: {source}")]
+    PeerUnknown {
+        dialed: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the connection to {dialed} reached {peer}, which was not checked")]
+    PeerMismatch {
+        dialed: SocketAddr,
+        peer: SocketAddr,
+    },
+    #[error("{host:?} is not a name TLS can verify")]
+    TlsName { host: String },
+    #[error("TLS configuration: {0}")]
+    TlsConfig(rustls::Error),
+    #[error("no response within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Http(Error),
+}
+
+impl EgressError {
+    /// A refusal (as opposed to a failure of the network or the backend).
+    fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            EgressError::NotPublic { .. }
+                | EgressError::PeerUnknown { .. }
+                | EgressError::PeerMismatch { .. }
+        )
+    }
+
+    fn for_guest(self) -> Error {
+        match self {
+            EgressError::Resolve { .. } | EgressError::NoAddress { .. } => {
+                Error::DestinationNotFound
             }
-            let s = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80)
+            EgressError::NotPublic { .. }
+            | EgressError::PeerUnknown { .. }
+            | EgressError::PeerMismatch { .. } => Error::DestinationIpProhibited,
+            EgressError::Connect { source, .. }
+                if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                Error::ConnectionRefused
+            }
+            EgressError::Connect { .. } => Error::DestinationUnavailable,
+            EgressError::ConnectTimeout { .. } | EgressError::Timeout(_) => {
+                Error::ConnectionTimeout
+            }
+            EgressError::TlsName { .. } => Error::TlsProtocolError,
+            EgressError::TlsConfig(_) => Error::ConfigurationError,
+            EgressError::Http(e) => e,
         }
     }
 }
@@ -101,6 +154,8 @@ pub fn is_public(ip: IpAddr) -> bool {
 pub struct HttpGrants {
     pub origins: Arc<Vec<Origin>>,
     pub limits: HttpGrantLimits,
+    /// The system's resolver and TCP, except in tests.
+    pub network: Network,
 }
 
 impl HttpGrants {
@@ -113,6 +168,7 @@ impl HttpGrants {
         Ok(Self {
             origins: Arc::new(origins),
             limits,
+            network: Network::system(),
         })
     }
 }
@@ -152,6 +208,43 @@ fn capped(body: WasiBody, max: usize, on_exceed: fn(Option<u64>) -> Error) -> Wa
         .boxed_unsync()
 }
 
+/// The guest's timeouts, none longer than `cap`.
+fn timeouts(options: Option<RequestOptions>, cap: Duration) -> send::Timeouts {
+    let pick = |asked: Option<Duration>| asked.map_or(cap, |a| a.min(cap));
+    let options = options.unwrap_or_default();
+    send::Timeouts {
+        connect: pick(options.connect_timeout),
+        first_byte: pick(options.first_byte_timeout),
+        between_bytes: pick(options.between_bytes_timeout),
+    }
+}
+
+/// One allowed request: resolve and check once, then send to exactly the
+/// checked addresses.
+async fn exchange(
+    network: &Network,
+    origin: &Origin,
+    request: http::Request<WasiBody>,
+    limits: HttpGrantLimits,
+    timeouts: send::Timeouts,
+) -> Result<(http::Response<send::IncomingResponseBody>, send::Io), EgressError> {
+    let checked = destination::destination(origin, &*network.resolver).await?;
+    // The body is sent whole, with its length, never chunked: a backend
+    // that answers from the head alone and closes with a chunked body (even
+    // an empty one) still unread makes its kernel reset the connection,
+    // which can destroy the response in flight (the "connection reset" of
+    // streamed empty bodies).
+    let (parts, body) = request.into_parts();
+    let body = capped(body, limits.max_request_bytes, Error::HttpRequestBodySize)
+        .collect()
+        .await
+        .map_err(EgressError::Http)?
+        .to_bytes();
+    let body = http_body_util::Full::new(body).map_err(|never| match never {});
+    let request = http::Request::from_parts(parts, body);
+    send::send(network, origin, &checked, request, timeouts).await
+}
+
 impl WasiHttpHooks for EgressHooks {
     fn send_request(
         &mut self,
@@ -177,51 +270,23 @@ impl WasiHttpHooks for EgressHooks {
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
         let limits = self.grants.limits;
+        let network = self.grants.network.clone();
         let deadline = self.deadline;
         Box::new(async move {
-            // Resolve first: a listed name must not lead to a private address
-            // unless the entry names one itself.
-            if !origin.names_private() {
-                let addrs = tokio::net::lookup_host((origin.host.as_str(), origin.port)).await.map_err(|e| {
-                    tracing::warn!(source = %source, %uri, "outbound request failed: cannot resolve the host: {e}");
-                    Error::DestinationNotFound
-                })?;
-                for addr in addrs {
-                    if !is_public(addr.ip()) {
-                        tracing::warn!(source = %source, %uri, ip = %addr.ip(), "outbound request denied: resolves to a non-public address");
-                        return Err(Error::DestinationIpProhibited);
-                    }
-                }
-            }
             let remaining = deadline.saturating_duration_since(Instant::now());
             let cap = Duration::from_millis(limits.timeout_ms).min(remaining);
-            let pick = |asked: Option<Duration>| Some(asked.map_or(cap, |a| a.min(cap)));
-            let options = options.unwrap_or_default();
-            let options = RequestOptions {
-                connect_timeout: pick(options.connect_timeout),
-                first_byte_timeout: pick(options.first_byte_timeout),
-                between_bytes_timeout: pick(options.between_bytes_timeout),
-            };
-            let exchange = async {
-                // The body is sent whole, with its length, never chunked: a
-                // backend that answers from the head alone and closes with a
-                // chunked body (even an empty one) still unread makes its
-                // kernel reset the connection, which can destroy the response
-                // in flight (the "connection reset" of streamed empty bodies).
-                let (parts, body) = request.into_parts();
-                let body = capped(body, limits.max_request_bytes, Error::HttpRequestBodySize)
-                    .collect()
-                    .await?
-                    .to_bytes();
-                let body = http_body_util::Full::new(body)
-                    .map_err(|never| match never {})
-                    .boxed_unsync();
-                let request = http::Request::from_parts(parts, body);
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await
-            };
-            let (response, io) = tokio::time::timeout(cap, exchange)
+            let exchange = exchange(&network, &origin, request, limits, timeouts(options, cap));
+            let outcome = tokio::time::timeout(cap, exchange)
                 .await
-                .map_err(|_| Error::ConnectionTimeout)??;
+                .unwrap_or(Err(EgressError::Timeout(cap)));
+            let (response, io) = outcome.map_err(|e| {
+                if e.is_refusal() {
+                    tracing::warn!(source = %source, %uri, "outbound request denied: {e}");
+                } else {
+                    tracing::warn!(source = %source, %uri, "outbound request failed: {e}");
+                }
+                e.for_guest()
+            })?;
             tracing::debug!(source = %source, %uri, status = response.status().as_u16(), "outbound request");
             let response = response.map(|b| {
                 capped(
@@ -237,6 +302,9 @@ impl WasiHttpHooks for EgressHooks {
         })
     }
 }
+
+#[cfg(test)]
+mod egress_tests;
 
 #[cfg(test)]
 mod tests {
@@ -265,34 +333,5 @@ mod tests {
         ] {
             assert!(Origin::parse(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn public_addresses() {
-        for private in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "192.168.0.1",
-            "172.16.0.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fc00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(!is_public(private.parse().unwrap()), "{private}");
-        }
-        for public in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
-            assert!(is_public(public.parse().unwrap()), "{public}");
-        }
-        assert!(Origin::parse("http://127.0.0.1:1").unwrap().names_private());
-        assert!(Origin::parse("http://localhost:1").unwrap().names_private());
-        assert!(
-            !Origin::parse("https://api.example.com")
-                .unwrap()
-                .names_private()
-        );
     }
 }
