@@ -290,6 +290,55 @@ async fn response_bodies_are_capped() {
     );
 }
 
+/// The host never follows a redirect: a 302 to a path of the same allowed
+/// origin reaches the guest as the 302 itself, and the backend sees one
+/// request (a guest that wants the target asks for it, through the
+/// allow-list like any request).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_is_returned_to_the_guest_not_followed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = requests.clone();
+    let reply = format!(
+        "HTTP/1.1 302 Found\r\nlocation: {origin}/moved\r\ncontent-length: 5\r\nconnection: close\r\n\r\nmoved"
+    );
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let (seen, reply) = (seen.clone(), reply.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head);
+                seen.lock()
+                    .unwrap()
+                    .push(line.lines().next().unwrap_or("").to_owned());
+                let _ = sock.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    let s = server()
+        .hostile(
+            "redirected",
+            "fetch",
+            &format!("[grants]\nhttp = [\"{origin}\"]\n[config]\nurl = \"{origin}/start\"\n"),
+        )
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    assert_eq!(
+        read_text(&s, &token, "hostile://redirected/1").await,
+        "302 moved"
+    );
+    assert_eq!(*requests.lock().unwrap(), ["GET /start HTTP/1.1"]);
+}
+
 #[tokio::test]
 async fn a_granted_directory_is_readable_and_read_only() {
     let assets = tempfile::tempdir().unwrap();
