@@ -6,6 +6,7 @@
 //! - `cargo xtask test`    everything CI runs
 //! - `cargo xtask bench`   the criterion benchmarks behind BENCHMARKS.md
 //! - `cargo xtask load`    the HTTP load driver behind BENCHMARKS.md
+//! - `cargo xtask soak`    a bounded, self-stopping mixed load: every answer checked, RSS sampled
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -67,7 +68,8 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("load") => load(),
-        _ => Err("usage: cargo xtask <guests|clients|demo|test|bench|load>".into()),
+        Some("soak") => soak(),
+        _ => Err("usage: cargo xtask <guests|clients|demo|test|bench|load|soak>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -489,6 +491,34 @@ fn load() -> Result {
         "loadgen",
     ]))?;
     run(Command::new(root.join("target/release/examples/loadgen")).current_dir(&root))
+}
+
+/// The soak (host/examples/soak.rs): PROFILE=release (default) or debug
+/// picks the server build; REQUESTS, MAX_SECONDS and WORKERS bound it.
+fn soak() -> Result {
+    let root = root();
+    guests()?;
+    let profile = std::env::var("PROFILE").unwrap_or_else(|_| "release".into());
+    let mut build = cargo();
+    build.current_dir(&root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "emseepea",
+        "--bin",
+        "emseepea",
+        "--example",
+        "soak",
+    ]);
+    if profile == "release" {
+        build.arg("--release");
+    }
+    run(&mut build)?;
+    run(
+        Command::new(root.join(format!("target/{profile}/examples/soak")))
+            .current_dir(&root)
+            .env("PROFILE", &profile),
+    )
 }
 
 fn bench(extra: &[String]) -> Result {
