@@ -365,3 +365,25 @@ impl HostConnection for HostState {
 }
 
 impl Host for HostState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_gets_its_own_pool_of_a_shared_database() {
+        let config = DatabaseConfig {
+            file: "documents.sqlite".into(),
+            read_only: true,
+            max_result_bytes: 1 << 20,
+        };
+        let databases = Databases([("documents".to_string(), config)].into());
+        let labels = ["documents".to_string()];
+        let alice_source = SqliteGrants::resolve(&databases, &labels).unwrap();
+        let bob_source = SqliteGrants::resolve(&databases, &labels).unwrap();
+        assert!(!Arc::ptr_eq(&alice_source.0[0], &bob_source.0[0]));
+        assert_eq!(alice_source.labels(), bob_source.labels());
+        let unknown = SqliteGrants::resolve(&databases, &["notes".to_string()]).unwrap_err();
+        assert!(unknown.to_string().contains("\"notes\""), "{unknown}");
+    }
+}
