@@ -25,7 +25,7 @@ use crate::runtime::bindings::emseepea::inventory::sqlite::{
     Error, Host, HostConnection, Rows, Value,
 };
 use crate::runtime::budget::DeadlineTrap;
-use crate::runtime::host_state::HostState;
+use crate::runtime::host_state::{HostState, MemoryAccount};
 use pool::{CallLimits, Database};
 use rusqlite::InterruptHandle;
 use std::sync::Arc;
@@ -90,12 +90,35 @@ struct Share {
     _reservation: heap::Reservation,
 }
 
+/// The call's memory budget cannot pay for its SQLite share (bytes).
+#[derive(Debug, thiserror::Error)]
+#[error("no memory budget left for a {0}-byte SQLite share")]
+pub struct NoBudgetForShare(u64);
+
 impl SqliteCall {
     pub fn new(grants: SqliteGrants) -> Self {
         Self {
             grants,
             share: None,
         }
+    }
+
+    /// The call's limits: on its first connection, its share is charged to
+    /// `memory` (a refusal marks the call as over its memory cap) and added
+    /// to the process heap limit; later connections reuse it.
+    fn take_share(&mut self, memory: &mut MemoryAccount) -> Result<CallLimits, NoBudgetForShare> {
+        if let Some(share) = &self.share {
+            return Ok(share.limits);
+        }
+        let bytes = heap::reservation_bytes(memory.cap());
+        memory.charge(bytes).map_err(|_| NoBudgetForShare(bytes))?;
+        let share = Share {
+            limits: CallLimits::for_reservation(bytes),
+            _reservation: heap::Reservation::new(bytes),
+        };
+        let limits = share.limits;
+        self.share = Some(share);
+        Ok(limits)
     }
 }
 
@@ -288,21 +311,11 @@ impl HostConnection for HostState {
             tracing::warn!(database = %label, "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
-        let limits = match &self.capabilities.sqlite.share {
-            Some(share) => share.limits,
-            None => {
-                let bytes = heap::reservation_bytes(self.memory.cap());
-                if self.memory.charge(bytes).is_err() {
-                    tracing::warn!(database = %label, bytes, "no memory budget left for the call's SQLite share");
-                    return Ok(Err(Error::TooLarge));
-                }
-                let share = Share {
-                    limits: CallLimits::for_reservation(bytes),
-                    _reservation: heap::Reservation::new(bytes),
-                };
-                let limits = share.limits;
-                self.capabilities.sqlite.share = Some(share);
-                limits
+        let limits = match self.capabilities.sqlite.take_share(&mut self.memory) {
+            Ok(limits) => limits,
+            Err(NoBudgetForShare(bytes)) => {
+                tracing::warn!(database = %label, bytes, "no memory budget left for the call's SQLite share");
+                return Ok(Err(Error::TooLarge));
             }
         };
         let db2 = db.clone();
@@ -385,5 +398,27 @@ mod tests {
         assert_eq!(alice_source.labels(), bob_source.labels());
         let unknown = SqliteGrants::resolve(&databases, &["notes".to_string()]).unwrap_err();
         assert!(unknown.to_string().contains("\"notes\""), "{unknown}");
+    }
+
+    #[test]
+    fn the_share_is_charged_once_and_only_when_the_budget_has_it() {
+        const BUDGET: u64 = 32 << 20;
+        let share = BUDGET / 4;
+        // Just enough left: charged once, however many connections follow.
+        let mut memory = MemoryAccount::new(BUDGET);
+        memory.charge(BUDGET - share).unwrap();
+        let mut call = SqliteCall::new(SqliteGrants::default());
+        let limits = call.take_share(&mut memory).unwrap();
+        assert_eq!(limits.length, (share / 2) as i32);
+        assert_eq!(memory.remaining(), 0);
+        assert_eq!(call.take_share(&mut memory).unwrap(), limits);
+        assert!(!memory.exceeded);
+        // One byte short: refused, and the call is over its memory cap.
+        let mut memory = MemoryAccount::new(BUDGET);
+        memory.charge(BUDGET - share + 1).unwrap();
+        let mut call = SqliteCall::new(SqliteGrants::default());
+        assert!(call.take_share(&mut memory).is_err());
+        assert!(call.share.is_none());
+        assert!(memory.exceeded);
     }
 }
