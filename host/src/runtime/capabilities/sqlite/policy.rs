@@ -72,10 +72,13 @@ pub fn decide(access: Access, ctx: &AuthContext<'_>) -> Authorization {
         | AuthAction::DropTrigger { .. }
         | AuthAction::DropView { .. }
         | AuthAction::DropVtable { .. }
-        | AuthAction::AlterTable { .. }
         | AuthAction::Reindex { .. }
         | AuthAction::Analyze { .. } => {
             access == Access::ReadWrite && ctx.database_name == Some("main")
+        }
+        // SQLite names the schema in the action itself here.
+        AuthAction::AlterTable { database_name, .. } => {
+            access == Access::ReadWrite && database_name == "main"
         }
         // TEMP objects, transaction control, other files, and whatever else
         // SQLite may ask about.

@@ -402,8 +402,24 @@ mod tests {
             ] {
                 assert!(!refused(&conn, sql), "{sql}");
             }
-            let write = "INSERT INTO t VALUES (3)";
-            assert_eq!(refused(&conn, write), read_only, "{write}");
+            for write in [
+                "INSERT INTO t VALUES (3)",
+                "UPDATE t SET x = x + 1",
+                "DELETE FROM t WHERE x = 3",
+                "CREATE TABLE t2 (y)",
+                "CREATE INDEX t_x ON t (x)",
+                "ALTER TABLE t ADD COLUMN z",
+                "ANALYZE",
+                "PRAGMA main.user_version = 3",
+            ] {
+                // A writable grant may change its file (but for pragmas).
+                let expected = read_only || write.starts_with("PRAGMA");
+                assert_eq!(
+                    refused(&conn, write),
+                    expected,
+                    "{write} (read_only = {read_only})"
+                );
+            }
         }
     }
 
