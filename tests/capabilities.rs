@@ -650,3 +650,292 @@ async fn javascript_fetch_reaches_only_a_granted_backend() {
         "the denied request never reached the backend"
     );
 }
+
+/// The documents example's database (alice: a-001..a-004, bob: b-001,
+/// b-002), granted read-only to the `documents` source and to a hostile
+/// source `stem` that runs `script` (one statement a line) on it, with
+/// `budget` (lines of its `[budget]` table) and `config` (more `[config]`).
+fn shared_documents(
+    stem: &str,
+    script: &str,
+    budget: &str,
+    config: &str,
+) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("documents.sqlite");
+    let sql =
+        |f: &str| std::fs::read_to_string(root().join("guest-examples/documents/sql").join(f));
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(&(sql("schema.sql").unwrap() + &sql("seed.sql").unwrap()))
+        .unwrap();
+    let s = server()
+        .config(&format!("[databases.documents]\nfile = \"{}\"\n", db.display()))
+        .source(
+            "documents",
+            "documents",
+            "[grants]\ndatabases = [\"documents\"]\n",
+        )
+        .hostile(
+            stem,
+            "sql-script",
+            &format!(
+                "[budget]\n{budget}\n[grants]\ndatabases = [\"documents\"]\n[config]\ndatabase = \"documents\"\nscript = {}\n{config}\n",
+                toml_string(script)
+            ),
+        )
+        .start();
+    (s, dir)
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// Every line of a `sql-script` report is a refusal by the database.
+fn assert_all_refused(report: &str, statements: usize) {
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines.len(), statements, "{report}");
+    for line in lines {
+        assert!(line.starts_with("error: Error::Failed("), "{report}");
+    }
+}
+
+/// Issue 9.1: a TEMP VIEW made by one source shadowed `documents` for every
+/// later user of the pooled connection, and bob listed alice's records.
+#[tokio::test]
+async fn a_temp_view_from_one_source_never_reaches_another() {
+    let view = "CREATE TEMP VIEW documents AS SELECT id, 'bob' AS owner, order_key, title, body, deleted FROM main.documents";
+    let (s, _dir) = shared_documents("shadow", view, "", "");
+    let mallory = s.token(Some("mallory"), "hostile:read");
+    let bob = s.token(Some("bob"), "documents:read");
+    let attempt = read_text(&s, &mallory, "hostile://shadow/1").await;
+    for _ in 0..3 {
+        let (uris, _) = traverse(&s.url, &bob).await;
+        assert_eq!(
+            uris,
+            ["learn://documents/b-001", "learn://documents/b-002"],
+            "bob lists his records only"
+        );
+        let nf = read_answer(&s, &bob, "learn://documents/a-001")
+            .await
+            .json();
+        assert_eq!(nf["error"]["code"], -32602, "bob cannot read alice's: {nf}");
+    }
+    assert_all_refused(&attempt, 1);
+    s.expect_log(&[
+        "sqlite statement refused by the authorizer",
+        "database=documents",
+    ]);
+}
+
+/// Issue 9.1: `PRAGMA hard_heap_limit = 1` (process-wide) made every SQLite
+/// statement of the process fail until restart.
+#[tokio::test]
+async fn a_guest_cannot_lower_the_process_heap_limit() {
+    let script = "PRAGMA hard_heap_limit = 1\nPRAGMA soft_heap_limit = 1\nSELECT * FROM pragma_hard_heap_limit";
+    let (s, _dir) = shared_documents("heap", script, "", "");
+    let mallory = s.token(Some("mallory"), "hostile:read");
+    let alice = s.token(Some("alice"), "documents:read");
+    let attempt = read_text(&s, &mallory, "hostile://heap/1").await;
+    let (uris, _) = traverse(&s.url, &alice).await;
+    assert_eq!(
+        uris.len(),
+        4,
+        "the documents source keeps working: {uris:?}"
+    );
+    assert_eq!(
+        read_text(&s, &alice, "learn://documents/a-001").await,
+        "Ship the inventory host by Q2."
+    );
+    assert_all_refused(&attempt, 3);
+    // And the attacker's own next call is refused the same way, not broken.
+    assert_all_refused(&read_text(&s, &mallory, "hostile://heap/1").await, 3);
+}
+
+/// Issue 9.1: `PRAGMA temp_store_directory` (process-wide) was accepted.
+#[tokio::test]
+async fn a_guest_cannot_move_the_temp_directory() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let script = format!(
+        "PRAGMA temp_store_directory = '{0}'\nPRAGMA temp_store_directory\nPRAGMA data_store_directory = '{0}'",
+        elsewhere.path().display()
+    );
+    let (s, _dir) = shared_documents("tempdir", &script, "", "");
+    let mallory = s.token(Some("mallory"), "hostile:read");
+    assert_all_refused(&read_text(&s, &mallory, "hostile://tempdir/1").await, 3);
+}
+
+/// Issue 9.1: writes on a read-only grant, TEMP tables included (the file is
+/// opened read-only, but TEMP objects were writable).
+#[tokio::test]
+async fn a_read_only_grant_refuses_every_write() {
+    let script = "CREATE TEMP TABLE scratch (x)\n\
+                  CREATE TABLE temp.scratch2 (x)\n\
+                  INSERT INTO documents (id, owner, order_key, title, body) VALUES ('m-1', 'bob', 'z', 't', 'b')\n\
+                  UPDATE documents SET owner = 'mallory'\n\
+                  DELETE FROM documents\n\
+                  PRAGMA user_version = 7";
+    let (s, dir) = shared_documents("writer", script, "", "");
+    let mallory = s.token(Some("mallory"), "hostile:read");
+    assert_all_refused(&read_text(&s, &mallory, "hostile://writer/1").await, 6);
+    let db = rusqlite::Connection::open(dir.path().join("documents.sqlite")).unwrap();
+    let (rows, owners): (i64, i64) = db
+        .query_row(
+            "SELECT count(*), count(DISTINCT owner) FROM documents",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((rows, owners), (6, 2), "nothing was written");
+}
+
+/// Issue 9.1: `BEGIN` left a transaction open on a pooled connection: the
+/// application's own writer got "database is locked" (rollback journal) and
+/// later readers a stale snapshot (WAL). Transaction control is refused, and
+/// each statement is its own transaction.
+#[tokio::test]
+async fn a_transaction_never_outlives_its_statement() {
+    for journal in ["DELETE", "WAL"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("app.sqlite");
+        let app = rusqlite::Connection::open(&file).unwrap();
+        app.pragma_update(None, "journal_mode", journal).unwrap();
+        app.execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+            .unwrap();
+        app.busy_timeout(Duration::ZERO).unwrap();
+        let script = "SELECT count(*) FROM t\nBEGIN\nSAVEPOINT s\nSELECT count(*) FROM t";
+        let s = server()
+            .config(&format!(
+                "[databases.app]\nfile = \"{}\"\nread_only = false\n",
+                file.display()
+            ))
+            .hostile(
+                "txn",
+                "sql-script",
+                &format!(
+                    "[grants]\ndatabases = [\"app\"]\n[config]\ndatabase = \"app\"\nscript = {}\n",
+                    toml_string(script)
+                ),
+            )
+            .start();
+        let token = s.token(Some("alice"), "hostile:read");
+        let first = read_text(&s, &token, "hostile://txn/1").await;
+        app.execute("INSERT INTO t VALUES (4)", [])
+            .unwrap_or_else(|e| panic!("{journal}: the application's writer: {e}"));
+        let second = read_text(&s, &token, "hostile://txn/1").await;
+        for (report, count) in [(first, 3), (second, 4)] {
+            let ok = format!("ok rows=1 first={count}");
+            let lines: Vec<&str> = report.lines().collect();
+            assert_eq!(lines.len(), 4, "{report}");
+            assert_eq!(
+                [lines[0], lines[3]],
+                [ok.as_str(); 2],
+                "{journal}: each call sees the latest write: {report}"
+            );
+            for line in &lines[1..3] {
+                assert!(
+                    line.starts_with("error: Error::Failed("),
+                    "{journal}: BEGIN and SAVEPOINT are refused: {report}"
+                );
+            }
+        }
+    }
+}
+
+/// The hostile source `hog` with a 32 MiB budget, on the documents database.
+fn memory_server(script: &str, on_error: &str) -> (Server, tempfile::TempDir) {
+    shared_documents(
+        "hog",
+        script,
+        "memory_bytes = 33554432\nmax_duration_ms = 30000",
+        &format!("on_error = \"{on_error}\""),
+    )
+}
+
+/// Issue 9.1: SQLite's own memory was not charged to the call: 4 concurrent
+/// reads with a 32 MiB budget, each making 66 MB strings 4 times, all
+/// succeeded and the process grew by more than 1 GiB. Now each call's
+/// values are bounded by its SQLite share (a quarter of its budget; half of
+/// that per value), so each read gets the generic error.
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_memory_is_bounded_by_the_call_budget() {
+    let script = ["SELECT length(hex(zeroblob(33000000)))"; 4].join("\n");
+    let (s, _dir) = memory_server(&script, "fail");
+    let token = s.token(Some("mallory"), "hostile:read");
+    let before = peak_rss_kib(s.pid());
+    let reads: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, token) = (s.url.clone(), token.clone());
+            tokio::spawn(async move {
+                modern(
+                    &url,
+                    Some(&token),
+                    json!(1),
+                    "resources/read",
+                    json!({"uri": "hostile://hog/1"}),
+                )
+                .await
+            })
+        })
+        .collect();
+    for read in reads {
+        assert_generic_internal_error(&read.await.unwrap(), &["TooLarge"]);
+    }
+    s.expect_log(&["hog", "statement 0 failed: Error::TooLarge"]);
+    // A generous bound (the unbounded version grew by 1.1-1.3 GiB).
+    let grown = peak_rss_kib(s.pid()) - before;
+    eprintln!("peak RSS grew by {grown} KiB");
+    assert!(grown < 256 << 10, "peak RSS grew by {grown} KiB");
+}
+
+/// The largest value a statement may make is half the call's SQLite share:
+/// with 32 MiB, 4 MiB. `hex()` makes twice its input plus a terminator, so
+/// 2 MiB - 1 bytes is the largest input that fits.
+#[tokio::test]
+async fn a_value_just_over_the_length_limit_is_too_large() {
+    let fits = (32 << 20) / 4 / 2 / 2 - 1;
+    let script = format!(
+        "SELECT length(hex(zeroblob({fits})))\nSELECT length(hex(zeroblob({})))",
+        fits + 1
+    );
+    let (s, _dir) = memory_server(&script, "report");
+    let token = s.token(Some("mallory"), "hostile:read");
+    assert_eq!(
+        read_text(&s, &token, "hostile://hog/1").await,
+        format!("ok rows=1 first={}\nerror: Error::TooLarge", 2 * fits)
+    );
+}
+
+/// Beyond single values, SQLite's heap as a whole is bounded: a DISTINCT
+/// over 10,000 random 1,000-byte blobs (~11 MB of temp b-tree in memory)
+/// fits the process limit (64 MiB base + running calls' shares), ten times
+/// as many do not and get `too-large`; the source's next call works.
+#[tokio::test]
+async fn a_statement_past_the_process_heap_limit_is_too_large() {
+    let distinct = |rows: u32| {
+        format!(
+            "SELECT count(DISTINCT x) > 0 FROM (WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT {rows}) SELECT randomblob(1000) AS x FROM c)"
+        )
+    };
+    let script = format!("{}\n{}", distinct(10_000), distinct(100_000));
+    let (s, _dir) = memory_server(&script, "report");
+    let token = s.token(Some("mallory"), "hostile:read");
+    for _ in 0..2 {
+        assert_eq!(
+            read_text(&s, &token, "hostile://hog/1").await,
+            "ok rows=1 first=1\nerror: Error::TooLarge"
+        );
+    }
+}
+
+/// The peak resident set of process `pid` so far (`VmHWM`), KiB.
+fn peak_rss_kib(pid: u32) -> i64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+}

@@ -14,6 +14,10 @@
 //!   entries, `limit` echoed in names so tests can see what was asked).
 //! - `denials`: read tries every ambient authority it must not have
 //!   (environment, stdin, files, sockets, an ungranted database) and reports.
+//! - `sql-script`: read runs each line of `script` as one statement on one
+//!   connection to the granted `database` and reports a line per statement
+//!   (`ok rows=N first=V` or `error: E`); with `on_error = "fail"` the first
+//!   error fails the read instead (a `source-error` naming it).
 //!
 //! Every message it produces contains `HOSTILE-SECRET`, so tests can assert
 //! that no guest text reaches a client.
@@ -166,6 +170,7 @@ impl template::Guest for Hostile {
                 format!("read={read:?}\nwrite={write:?}")
             }
             "sql" => sql(),
+            "sql-script" => sql_script()?,
             _ => format!("Contents of {uri}"),
         };
         Ok(vec![ResourceContents {
@@ -296,6 +301,35 @@ fn sql() -> String {
         Ok(rows) => format!("rows={}", rows.rows.len()),
         Err(e) => format!("query: {e:?}"),
     }
+}
+
+/// Run each line of `script` on one connection; one report line each.
+fn sql_script() -> Result<String, SourceError> {
+    use emseepea::inventory::sqlite::{Connection, Value};
+    let conn = Connection::open(&cfg("database", "documents"))
+        .map_err(|e| SourceError::Failed(format!("HOSTILE-SECRET open: {e:?}")))?;
+    let fail = cfg("on_error", "report") == "fail";
+    let mut report = Vec::new();
+    for (n, sql) in cfg("script", "SELECT 1").lines().enumerate() {
+        match conn.query(sql, &[], 1000) {
+            Ok(rows) => {
+                let first = match rows.rows.first().and_then(|r| r.first()) {
+                    None => String::new(),
+                    Some(Value::Integer(i)) => format!(" first={i}"),
+                    Some(Value::Text(t)) => format!(" first={t}"),
+                    Some(v) => format!(" first={v:?}"),
+                };
+                report.push(format!("ok rows={}{first}", rows.rows.len()));
+            }
+            Err(e) if fail => {
+                return Err(SourceError::Failed(format!(
+                    "HOSTILE-SECRET statement {n} failed: {e:?}"
+                )));
+            }
+            Err(e) => report.push(format!("error: {e:?}")),
+        }
+    }
+    Ok(report.join("\n"))
 }
 
 /// A `String` over any (ptr, len) of this guest's address space, for the

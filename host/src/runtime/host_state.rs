@@ -75,6 +75,11 @@ impl MemoryAccount {
         self.used
     }
 
+    /// The call's whole memory budget.
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
     pub fn remaining(&self) -> u64 {
         self.cap.saturating_sub(self.used)
     }

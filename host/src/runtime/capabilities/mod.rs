@@ -41,7 +41,8 @@ impl<'a> ServerCapabilities<'a> {
     pub fn grant(&self, manifest: &SourceManifest) -> Result<SourceCapabilities, String> {
         Ok(SourceCapabilities {
             config: config::ConfigValues::new(manifest.config.clone()),
-            sqlite: sqlite::SqliteGrants::resolve(&self.databases, &manifest.grants.databases)?,
+            sqlite: sqlite::SqliteGrants::resolve(&self.databases, &manifest.grants.databases)
+                .map_err(|e| e.to_string())?,
             wasi: wasi::WasiGrants::resolve(self.config, &manifest.grants.directories)?,
             http: http::HttpGrants::resolve(&manifest.grants.http, manifest.grants.http_limits)?,
         })

@@ -8,120 +8,65 @@
 //! - Result rows are counted while they are read: past `max-rows`, the
 //!   database's `max_result_bytes` or the call's remaining memory budget the
 //!   statement ends with `too-large` before anything more is allocated.
-//! - A connection can reach its one file only: ATTACH (and with it
-//!   `VACUUM INTO`) and extension loading are refused, read-only databases are
-//!   opened read-only.
+//! - Isolation (`policy`, `pool`): every source has its own pool per
+//!   database; a connection reaches its one file only, cannot change
+//!   settings, open a transaction or make TEMP objects, cannot write on a
+//!   read-only grant, and is pooled again only when proven clean.
+//! - Memory (`heap`): a call that opens a connection reserves part of its
+//!   budget for SQLite, which bounds its values (`SQLITE_LIMIT_LENGTH`) and
+//!   raises the process-wide heap limit while the call runs.
+
+mod heap;
+mod policy;
+mod pool;
 
 use crate::config::{Config, DatabaseConfig};
 use crate::runtime::bindings::emseepea::inventory::sqlite::{
     Error, Host, HostConnection, Rows, Value,
 };
 use crate::runtime::budget::DeadlineTrap;
-use crate::runtime::host_state::HostState;
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-use rusqlite::{InterruptHandle, OpenFlags, limits::Limit};
-use std::sync::{Arc, Mutex};
+use crate::runtime::host_state::{HostState, MemoryAccount};
+use pool::{CallLimits, Database};
+use rusqlite::InterruptHandle;
+use std::sync::Arc;
 use wasmtime::component::Resource;
 
-/// Idle connections kept per database.
-const POOL_SIZE: usize = 8;
 /// Per-value overhead charged on top of the value's payload.
 const VALUE_OVERHEAD: usize = 16;
 
-/// One configured database with its pool of idle connections, shared by
-/// every source granted it.
-#[derive(Debug)]
-pub struct Database {
-    pub label: String,
-    config: DatabaseConfig,
-    idle: Mutex<Vec<rusqlite::Connection>>,
-}
-
-impl Database {
-    pub fn new(label: String, config: DatabaseConfig) -> Self {
-        Self {
-            label,
-            config,
-            idle: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn checkout(&self) -> rusqlite::Result<rusqlite::Connection> {
-        if let Some(conn) = self.idle.lock().unwrap().pop() {
-            return Ok(conn);
-        }
-        let flags = if self.config.read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                | OpenFlags::SQLITE_OPEN_URI
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        };
-        let conn = rusqlite::Connection::open_with_flags(&self.config.file, flags)?;
-        conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
-        conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, 64 << 20)?;
-        conn.busy_timeout(std::time::Duration::from_millis(0))?;
-        conn.authorizer(Some(authorize));
-        conn.set_prepared_statement_cache_capacity(32);
-        Ok(conn)
-    }
-
-    fn checkin(&self, conn: rusqlite::Connection) {
-        let mut idle = self.idle.lock().unwrap();
-        if idle.len() < POOL_SIZE {
-            idle.push(conn);
-        }
-    }
-}
-
-/// Refuse everything that reaches beyond the granted file.
-fn authorize(ctx: AuthContext<'_>) -> Authorization {
-    match ctx.action {
-        AuthAction::Attach { .. } | AuthAction::Detach { .. } => Authorization::Deny,
-        AuthAction::Function { function_name }
-            if function_name.eq_ignore_ascii_case("load_extension") =>
-        {
-            Authorization::Deny
-        }
-        _ => Authorization::Allow,
-    }
-}
-
-/// Every database of the server config, each with one connection pool
-/// shared by all sources granted it.
+/// Every database of the server config. Each source that is granted one
+/// gets its own pool of it ([`SqliteGrants::resolve`]).
 #[derive(Debug, Default)]
-pub struct Databases(std::collections::BTreeMap<String, Arc<Database>>);
+pub struct Databases(std::collections::BTreeMap<String, DatabaseConfig>);
 
 impl Databases {
     pub fn new(config: &Config) -> Self {
-        Self(
-            config
-                .databases
-                .iter()
-                .map(|(label, db)| {
-                    (
-                        label.clone(),
-                        Arc::new(Database::new(label.clone(), db.clone())),
-                    )
-                })
-                .collect(),
-        )
+        // The process-wide heap limit is the host's from the start.
+        heap::enforce();
+        Self(config.databases.clone())
     }
 }
 
-/// The databases one source was granted.
+/// A grant names a database the server config does not define.
+#[derive(Debug, thiserror::Error)]
+#[error("grants database {0:?}, which the server config does not define")]
+pub struct UnknownDatabase(String);
+
+/// The databases one source was granted, each with this source's own pool.
 #[derive(Clone, Debug, Default)]
 pub struct SqliteGrants(Arc<Vec<Arc<Database>>>);
 
 impl SqliteGrants {
-    /// The databases named by `labels`, from the server's shared pools.
-    pub fn resolve(databases: &Databases, labels: &[String]) -> Result<Self, String> {
+    /// One new pool per database named by `labels`: called once per source,
+    /// so no two sources ever share a connection.
+    pub fn resolve(databases: &Databases, labels: &[String]) -> Result<Self, UnknownDatabase> {
         let mut out = Vec::new();
         for label in labels {
-            let db = databases.0.get(label).ok_or_else(|| {
-                format!("grants database {label:?}, which the server config does not define")
-            })?;
-            out.push(db.clone());
+            let config = databases
+                .0
+                .get(label)
+                .ok_or_else(|| UnknownDatabase(label.clone()))?;
+            out.push(Arc::new(Database::new(label.clone(), config.clone())));
         }
         Ok(Self(Arc::new(out)))
     }
@@ -131,28 +76,65 @@ impl SqliteGrants {
     }
 }
 
-/// Per-call state: the grants and the connections the guest opened.
+/// Per-call state: the grants, and the call's SQLite share once it opened
+/// a connection.
 pub struct SqliteCall {
     grants: SqliteGrants,
+    share: Option<Share>,
 }
+
+/// A call's SQLite share: charged to its memory budget, added to the
+/// process heap limit until the call ends.
+struct Share {
+    limits: CallLimits,
+    _reservation: heap::Reservation,
+}
+
+/// The call's memory budget cannot pay for its SQLite share (bytes).
+#[derive(Debug, thiserror::Error)]
+#[error("no memory budget left for a {0}-byte SQLite share")]
+pub struct NoBudgetForShare(u64);
 
 impl SqliteCall {
     pub fn new(grants: SqliteGrants) -> Self {
-        Self { grants }
+        Self {
+            grants,
+            share: None,
+        }
+    }
+
+    /// The call's limits: on its first connection, its share is charged to
+    /// `memory` (a refusal marks the call as over its memory cap) and added
+    /// to the process heap limit; later connections reuse it.
+    fn take_share(&mut self, memory: &mut MemoryAccount) -> Result<CallLimits, NoBudgetForShare> {
+        if let Some(share) = &self.share {
+            return Ok(share.limits);
+        }
+        let bytes = heap::reservation_bytes(memory.cap());
+        memory.charge(bytes).map_err(|_| NoBudgetForShare(bytes))?;
+        let share = Share {
+            limits: CallLimits::for_reservation(bytes),
+            _reservation: heap::Reservation::new(bytes),
+        };
+        let limits = share.limits;
+        self.share = Some(share);
+        Ok(limits)
     }
 }
 
-/// A connection the guest holds, checked out of its database's pool and
-/// returned when the guest drops it (or the call ends).
+/// A connection the guest holds, checked out of its source's pool for this
+/// database and given back (if clean) when the guest drops it or the call
+/// ends.
 pub struct Connection {
     db: Arc<Database>,
+    limits: CallLimits,
     conn: Option<rusqlite::Connection>,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.db.checkin(conn);
+            self.db.checkin(conn, self.limits);
         }
     }
 }
@@ -235,24 +217,46 @@ fn to_sql(v: &Value) -> rusqlite::types::Value {
 }
 
 fn map_err(e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode;
     match &e {
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.code == rusqlite::ErrorCode::OperationInterrupted =>
-        {
-            Error::Interrupted
-        }
+        rusqlite::Error::SqliteFailure(f, _) => match f.code {
+            ErrorCode::OperationInterrupted => Error::Interrupted,
+            // A value past the call's length limit, or SQLite's heap limit.
+            ErrorCode::TooBig | ErrorCode::OutOfMemory => Error::TooLarge,
+            _ => Error::Failed(e.to_string()),
+        },
         _ => Error::Failed(e.to_string()),
     }
 }
 
+/// SQLite's answer when the authorizer refused part of a statement.
+fn is_refused(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::AuthorizationForStatementDenied)
+}
+
+/// Prepare a guest's statement; a refusal by the authorizer is logged.
+fn prepare<'c>(
+    conn: &'c rusqlite::Connection,
+    sql: &str,
+    label: &str,
+) -> Result<rusqlite::CachedStatement<'c>, Error> {
+    conn.prepare_cached(sql).map_err(|e| {
+        if is_refused(&e) {
+            tracing::warn!(database = %label, "sqlite statement refused by the authorizer");
+        }
+        map_err(e)
+    })
+}
+
 fn query_rows(
     conn: &rusqlite::Connection,
+    label: &str,
     sql: &str,
     params: Vec<Value>,
     max_rows: u32,
     max_bytes: usize,
 ) -> Result<(Rows, usize), Error> {
-    let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
+    let mut stmt = prepare(conn, sql, label)?;
     let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
     let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
     let mut rows = stmt
@@ -307,13 +311,21 @@ impl HostConnection for HostState {
             tracing::warn!(database = %label, "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
+        let limits = match self.capabilities.sqlite.take_share(&mut self.memory) {
+            Ok(limits) => limits,
+            Err(NoBudgetForShare(bytes)) => {
+                tracing::warn!(database = %label, bytes, "no memory budget left for the call's SQLite share");
+                return Ok(Err(Error::TooLarge));
+            }
+        };
         let db2 = db.clone();
-        let conn = match tokio::task::spawn_blocking(move || db2.checkout()).await? {
+        let conn = match tokio::task::spawn_blocking(move || db2.checkout(limits)).await? {
             Ok(c) => c,
             Err(e) => return Ok(Err(Error::Failed(e.to_string()))),
         };
         Ok(Ok(self.table.push(Connection {
             db,
+            limits,
             conn: Some(conn),
         })?))
     }
@@ -325,12 +337,12 @@ impl HostConnection for HostState {
         params: Vec<Value>,
         max_rows: u32,
     ) -> wasmtime::Result<Result<Rows, Error>> {
-        let db_cap = self.table.get(&handle)?.db.config.max_result_bytes;
+        let db = self.table.get(&handle)?.db.clone();
         let remaining = self.memory.remaining() as usize;
-        let max_bytes = db_cap.min(remaining);
+        let max_bytes = db.config.max_result_bytes.min(remaining);
         let result = self
             .run_statement(&handle, move |conn| {
-                query_rows(conn, &sql, params, max_rows, max_bytes)
+                query_rows(conn, &db.label, &sql, params, max_rows, max_bytes)
             })
             .await?;
         Ok(match result {
@@ -348,8 +360,9 @@ impl HostConnection for HostState {
         sql: String,
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<u64, Error>> {
+        let db = self.table.get(&handle)?.db.clone();
         self.run_statement(&handle, move |conn| {
-            let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
+            let mut stmt = prepare(conn, &sql, &db.label)?;
             let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
             stmt.execute(rusqlite::params_from_iter(params))
                 .map(|n| n as u64)
@@ -365,3 +378,47 @@ impl HostConnection for HostState {
 }
 
 impl Host for HostState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_gets_its_own_pool_of_a_shared_database() {
+        let config = DatabaseConfig {
+            file: "documents.sqlite".into(),
+            read_only: true,
+            max_result_bytes: 1 << 20,
+        };
+        let databases = Databases([("documents".to_string(), config)].into());
+        let labels = ["documents".to_string()];
+        let alice_source = SqliteGrants::resolve(&databases, &labels).unwrap();
+        let bob_source = SqliteGrants::resolve(&databases, &labels).unwrap();
+        assert!(!Arc::ptr_eq(&alice_source.0[0], &bob_source.0[0]));
+        assert_eq!(alice_source.labels(), bob_source.labels());
+        let unknown = SqliteGrants::resolve(&databases, &["notes".to_string()]).unwrap_err();
+        assert!(unknown.to_string().contains("\"notes\""), "{unknown}");
+    }
+
+    #[test]
+    fn the_share_is_charged_once_and_only_when_the_budget_has_it() {
+        const BUDGET: u64 = 32 << 20;
+        let share = BUDGET / 4;
+        // Just enough left: charged once, however many connections follow.
+        let mut memory = MemoryAccount::new(BUDGET);
+        memory.charge(BUDGET - share).unwrap();
+        let mut call = SqliteCall::new(SqliteGrants::default());
+        let limits = call.take_share(&mut memory).unwrap();
+        assert_eq!(limits.length, (share / 2) as i32);
+        assert_eq!(memory.remaining(), 0);
+        assert_eq!(call.take_share(&mut memory).unwrap(), limits);
+        assert!(!memory.exceeded);
+        // One byte short: refused, and the call is over its memory cap.
+        let mut memory = MemoryAccount::new(BUDGET);
+        memory.charge(BUDGET - share + 1).unwrap();
+        let mut call = SqliteCall::new(SqliteGrants::default());
+        assert!(call.take_share(&mut memory).is_err());
+        assert!(call.share.is_none());
+        assert!(memory.exceeded);
+    }
+}
