@@ -64,8 +64,10 @@ async fn a_body_that_stalls_is_cut_off_at_the_body_deadline() {
     s.expect_log(&["request body not received within its deadline"]);
 
     // Obeyed: a body that arrives in pieces, but whole within the deadline.
-    let msg = body(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
-        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}));
+    let msg = body(
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
     let mut sock = TcpStream::connect(s.host_port()).unwrap();
     sock.write_all(head(&s, "Connection: close\r\n", msg.len()).as_bytes())
         .unwrap();
@@ -87,7 +89,9 @@ async fn a_smaller_body_limit_applies_until_a_token_is_verified() {
     let auth = format!("Bearer {token}");
     // A ping padded with whitespace to exactly `n` bytes.
     let padded = |n: usize| {
-        let mut b = body(json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":modern_meta()}}));
+        let mut b = body(
+            json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":modern_meta()}}),
+        );
         assert!(b.len() <= n);
         b.resize(n, b' ');
         b
@@ -163,12 +167,14 @@ async fn a_17000_item_batch_is_refused_whole() {
         .map(|i| json!({"jsonrpc":"2.0","id":i,"method":"resources/list"}))
         .collect();
     assert!(body(batch.clone()).len() < 1 << 20);
+    let calls_before = s.log_lines_with("guest call");
     let a = session.send(batch).await;
     let start: String = a.text().chars().take(300).collect();
     assert_eq!(a.status, 400, "{start}");
     assert_eq!(a.json()["error"]["code"], -32600);
     assert!(a.body.len() < 200, "{}", a.text());
-    assert_eq!(s.log_lines_with("guest call ok"), 0, "no item ran");
+    assert_eq!(s.log_lines_with("guest call"), calls_before, "no item ran");
+    s.expect_log(&["batch refused: more items than max_batch_items"]);
 }
 
 #[tokio::test]
@@ -179,9 +185,7 @@ async fn a_batch_has_one_deadline() {
         .hostile("ctx", "context", "")
         .start();
     let session = batch_session(&s, "hostile:read").await;
-    let read = |id: usize, uri: &str| {
-        json!({"jsonrpc":"2.0","id":id,"method":"resources/read","params":{"uri":uri}})
-    };
+    let read = |id: usize, uri: &str| json!({"jsonrpc":"2.0","id":id,"method":"resources/read","params":{"uri":uri}});
     // Obeyed: a read in a batch of its own is served.
     let a = session.send(json!([read(0, "hostile://ctx/1")])).await;
     assert_eq!(a.status, 200, "{}", a.text());
@@ -258,7 +262,11 @@ async fn a_batch_with_a_listing_is_private() {
         ]))
         .await;
     assert_eq!(a.status, 200, "{}", a.text());
-    assert!(a.json()[1]["result"]["resources"].is_array(), "{}", a.text());
+    assert!(
+        a.json()[1]["result"]["resources"].is_array(),
+        "{}",
+        a.text()
+    );
     assert_eq!(
         a.header("cache-control").as_deref(),
         Some("private, max-age=0, no-store")
@@ -279,7 +287,14 @@ async fn a_template_listing_cursor_is_as_public_as_it_is_advertised() {
         .source("catalog", "catalog", "[config]\nitems = \"3\"\n")
         .source("template", "conformance/template-data", "")
         .start();
-    let first = modern(&s.url, None, json!(1), "resources/templates/list", json!({})).await;
+    let first = modern(
+        &s.url,
+        None,
+        json!(1),
+        "resources/templates/list",
+        json!({}),
+    )
+    .await;
     assert_eq!(first.status, 200, "{}", first.text());
     let v = first.json();
     assert_eq!(v["result"]["cacheScope"], "public");
