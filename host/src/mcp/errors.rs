@@ -19,6 +19,8 @@ pub const INVALID_REQUEST: i32 = -32600;
 pub const METHOD_NOT_FOUND: i32 = -32601;
 pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
+/// Legacy versions: the resource a read names does not exist.
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
 /// A legacy session id that is unknown, ended, or another caller's.
 pub const SESSION_NOT_FOUND: i32 = -32001;
 /// 2026-07-28: a standard header is missing or disagrees with the body.
@@ -81,7 +83,10 @@ impl McpError {
             }
             McpError::HeaderMismatch(_) => HEADER_MISMATCH,
             McpError::UnsupportedVersion { .. } => UNSUPPORTED_PROTOCOL_VERSION,
-            McpError::ResourceNotFound { .. } => version.resource_not_found_code(),
+            McpError::ResourceNotFound { .. } if version.not_found_is_invalid_params() => {
+                INVALID_PARAMS
+            }
+            McpError::ResourceNotFound { .. } => RESOURCE_NOT_FOUND,
             McpError::SessionNotFound => SESSION_NOT_FOUND,
             McpError::Internal
             | McpError::Unauthorized { .. }

@@ -85,9 +85,10 @@ impl Version {
         self == Version::V2025_03_26
     }
 
-    /// Resource not found: -32002 (legacy) or -32602 with `data.uri` (2026-07-28).
-    pub fn resource_not_found_code(self) -> i32 {
-        if self.is_stateless() { -32602 } else { -32002 }
+    /// Resource not found is an invalid-params error with `data.uri`
+    /// (2026-07-28) rather than its own code (legacy).
+    pub fn not_found_is_invalid_params(self) -> bool {
+        self.is_stateless()
     }
 
     /// The version answered to an `initialize` asking for `requested`: the same
