@@ -331,23 +331,57 @@ mod tests {
         proptest::collection::vec(token, 0..40).prop_map(|t| t.concat())
     }
 
+    /// What a client is told about a malformed message: one of a few fixed
+    /// errors, nothing taken from its bytes.
+    fn assert_generic(e: crate::mcp::errors::McpError) -> Result<(), TestCaseError> {
+        use crate::mcp::errors::*;
+        use crate::mcp::version::Version;
+        let code = e.code(Version::UNNEGOTIATED);
+        prop_assert!([PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS].contains(&code));
+        prop_assert!(e.data().is_none());
+        let fixed = [
+            "Parse error",
+            "Invalid Request",
+            "Invalid Request: not a JSON object",
+            "Invalid Request: id must be a string or an integer",
+            "Invalid Request: jsonrpc must be \"2.0\"",
+            "Invalid Request: empty batch",
+            "Invalid Request: too many messages in the batch",
+            "Invalid params: params must be an object",
+        ];
+        prop_assert!(fixed.contains(&e.message().as_str()), "{}", e.message());
+        Ok(())
+    }
+
+    fn check_message(raw: &RawValue) -> Result<(), TestCaseError> {
+        match classify(raw) {
+            Ok(_) => Ok(()),
+            Err(invalid) => assert_generic(invalid.into()),
+        }
+    }
+
     proptest! {
-        // Arbitrary bytes: never a panic; a typed outcome every time, and
-        // one that agrees with a plain JSON parser.
+        // Arbitrary bytes: never a panic; a typed outcome every time, one
+        // that agrees with a plain JSON parser, and a generic error.
         #[test]
         fn prop_framing_never_panics(bytes in prop_oneof![jsonish(), proptest::collection::vec(any::<u8>(), 0..256)], max in 1usize..8) {
             match split(&bytes, max) {
-                Err(FrameError::Parse) => prop_assert!(!is_json(&bytes)),
-                Err(FrameError::EmptyBatch) => prop_assert!(is_json(&bytes)),
-                Err(FrameError::TooManyItems { max: m }) => prop_assert_eq!(m, max),
+                Err(e) => {
+                    match e {
+                        FrameError::Parse => prop_assert!(!is_json(&bytes)),
+                        FrameError::EmptyBatch => prop_assert!(is_json(&bytes)),
+                        FrameError::TooManyItems { max: m } => prop_assert_eq!(m, max),
+                    }
+                    assert_generic(e.into())?;
+                }
                 Ok(Frame::Single(raw)) => {
                     prop_assert!(is_json(&bytes));
-                    let _ = classify(&raw);
+                    check_message(&raw)?;
                 }
                 Ok(Frame::Batch(items)) => {
                     prop_assert!(!items.is_empty() && items.len() <= max);
                     for item in &items {
-                        let _ = classify(item);
+                        check_message(item)?;
                     }
                 }
             }
