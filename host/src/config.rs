@@ -540,8 +540,10 @@ impl Config {
         if self.http.request_timeout_ms == 0 {
             return Err("http.request_timeout_ms must be positive".into());
         }
-        if self.http.body_timeout_ms == 0 || self.http.max_batch_items == 0 {
-            return Err("http.body_timeout_ms and http.max_batch_items must be positive".into());
+        let h = &self.http;
+        if h.body_timeout_ms == 0 || h.max_batch_items == 0 || h.max_unauthenticated_body_bytes == 0
+        {
+            return Err("http.body_timeout_ms, http.max_batch_items and http.max_unauthenticated_body_bytes must be positive".into());
         }
         if self.runtime.epoch_tick_us == 0 || self.runtime.max_concurrent_calls == 0 {
             return Err(
