@@ -39,6 +39,13 @@ pub const STARTUP_CALL_DURATION_MS: u64 = 10_000;
 /// Default MCP request deadline.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Body bytes accepted before a token is verified (no token, or auth on and
+/// none presented): enough for any discovery request, far below a listing's.
+pub const DEFAULT_MAX_UNAUTHENTICATED_BODY_BYTES: usize = 64 * 1024;
+/// A request body must arrive whole within this, however it trickles in.
+pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 10_000;
+/// Items in one 2025-03-26 JSON-RPC batch; a longer batch is refused whole.
+pub const DEFAULT_MAX_BATCH_ITEMS: usize = 100;
 pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 10_000;
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
 pub const DEFAULT_SESSION_IDLE_TIMEOUT_S: u64 = 3_600;
@@ -149,6 +156,14 @@ pub struct HttpConfig {
     pub request_timeout_ms: u64,
     /// Request bodies above this get 413 without being read to the end.
     pub max_body_bytes: usize,
+    /// The body limit until a token is verified (the Authorization header is
+    /// checked before the body is read); at most `max_body_bytes`. Without
+    /// auth nobody can be verified and `max_body_bytes` applies.
+    pub max_unauthenticated_body_bytes: usize,
+    /// A body not received whole within this gets 408 and the connection closes.
+    pub body_timeout_ms: u64,
+    /// Items in one JSON-RPC batch (2025-03-26); more: -32600, nothing runs.
+    pub max_batch_items: usize,
     /// Origins allowed besides the listener's own loopback origins.
     pub allowed_origins: Vec<String>,
     /// Host header values allowed besides loopback names (for a public listener:
@@ -167,6 +182,9 @@ impl Default for HttpConfig {
             endpoint: "/mcp".into(),
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_unauthenticated_body_bytes: DEFAULT_MAX_UNAUTHENTICATED_BODY_BYTES,
+            body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
+            max_batch_items: DEFAULT_MAX_BATCH_ITEMS,
             allowed_origins: vec![],
             allowed_hosts: vec![],
             shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
@@ -538,6 +556,11 @@ impl Config {
         if self.http.request_timeout_ms == 0 {
             return Err("http.request_timeout_ms must be positive".into());
         }
+        let h = &self.http;
+        if h.body_timeout_ms == 0 || h.max_batch_items == 0 || h.max_unauthenticated_body_bytes == 0
+        {
+            return Err("http.body_timeout_ms, http.max_batch_items and http.max_unauthenticated_body_bytes must be positive".into());
+        }
         if self.runtime.epoch_tick_us == 0 || self.runtime.max_concurrent_calls == 0 {
             return Err(
                 "runtime.epoch_tick_us and runtime.max_concurrent_calls must be positive".into(),
@@ -576,6 +599,10 @@ impl Config {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.http.request_timeout_ms)
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.http.body_timeout_ms)
     }
 
     /// The effective per-page byte bound: "The tighter byte limit applies".

@@ -3,9 +3,9 @@
 
 use crate::auth::Auth;
 use crate::config::{AuthMode, Config};
-use crate::inventory::templates::template_listing;
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
-use crate::mcp::{App, session::Sessions, transport};
+use crate::mcp::model::template_listing;
+use crate::mcp::{App, pipeline, session::Sessions};
 use crate::runtime::{Access, Runtime, SourceSet};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -179,7 +179,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                 let app = app.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
-                    async move { Ok::<_, std::convert::Infallible>(transport::handle(app, req).await) }
+                    async move { Ok::<_, std::convert::Infallible>(pipeline::handle(app, req).await) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(hyper_util::rt::TokioTimer::new())

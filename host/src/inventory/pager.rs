@@ -19,6 +19,7 @@ use crate::runtime::types::CallContext;
 use crate::runtime::{Access, GuestError, GuestPage, RequestScope, Source};
 use crate::uri_template::UriTemplate;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -91,10 +92,11 @@ pub enum ListError {
     },
 }
 
-/// One page: the serialized `Resource` objects and the cursor, if more may follow.
+/// One page: the serialized `Resource` objects (raw JSON, measured as the
+/// page was filled) and the cursor, if more may follow.
 #[derive(Debug, Default)]
 pub struct Page {
-    pub entries: Vec<Vec<u8>>,
+    pub entries: Vec<Box<RawValue>>,
     pub next_cursor: Option<String>,
 }
 
@@ -158,7 +160,7 @@ pub fn call_context(principal: Option<&Principal>, scope: &RequestScope) -> Call
 
 /// Accumulates one page within its count and byte bounds.
 struct PageBuilder {
-    entries: Vec<Vec<u8>>,
+    entries: Vec<Box<RawValue>>,
     used: usize,
     budget: usize,
     remaining: u32,
@@ -174,8 +176,8 @@ enum Push {
 
 impl PageBuilder {
     /// Add an entry whose successor position is `next` (`None`: nothing follows).
-    fn push(&mut self, json: Vec<u8>, next: Option<Position>) -> Push {
-        let cost = json.len() + usize::from(!self.entries.is_empty());
+    fn push(&mut self, json: Box<RawValue>, next: Option<Position>) -> Push {
+        let cost = json.get().len() + usize::from(!self.entries.is_empty());
         let cursor = next
             .as_ref()
             .map_or(0, |p| CURSOR_FIELD_BYTES + CursorKeys::encoded_len(p));
@@ -345,7 +347,7 @@ impl<S: InventorySource> Pager<S> {
                                 after: Some(entry.key.to_owned()),
                             })
                         };
-                        let json = serde_json::to_vec(&EntryJson {
+                        let json = serde_json::value::to_raw_value(&EntryJson {
                             uri: entry.uri,
                             name: entry.name,
                             // "Set only if every matching resource has this
@@ -534,7 +536,10 @@ mod tests {
                         },
                         required_scopes: if protected { vec!["b".into()] } else { vec![] },
                         content: crate::inventory::statics::StaticContent::Text(String::new()),
-                        listing: format!(r#"{{"uri":"static://{i}","name":"s{i}"}}"#).into_bytes(),
+                        listing: RawValue::from_string(format!(
+                            r#"{{"uri":"static://{i}","name":"s{i}"}}"#
+                        ))
+                        .unwrap(),
                     }
                 })
                 .collect(),
@@ -548,8 +553,8 @@ mod tests {
         )
     }
 
-    fn uri_of(entry: &[u8]) -> String {
-        let v: serde_json::Value = serde_json::from_slice(entry).unwrap();
+    fn uri_of(entry: &RawValue) -> String {
+        let v: serde_json::Value = serde_json::from_str(entry.get()).unwrap();
         v["uri"].as_str().unwrap().to_owned()
     }
 
@@ -621,7 +626,7 @@ mod tests {
                 pages += 1;
                 prop_assert!(pages < 10_000, "no progress");
                 prop_assert!(page.entries.len() <= page_size as usize);
-                let bytes = ENVELOPE + page.entries.iter().map(|e| e.len()).sum::<usize>() + page.entries.len().saturating_sub(1)
+                let bytes = ENVELOPE + page.entries.iter().map(|e| e.get().len()).sum::<usize>() + page.entries.len().saturating_sub(1)
                     + page.next_cursor.as_ref().map_or(0, |c| c.len() + CURSOR_FIELD_BYTES);
                 prop_assert!(bytes <= byte_limit, "page of {} bytes over {}", bytes, byte_limit);
                 // Every guest call asked for exactly the slots left at that point.
@@ -733,7 +738,7 @@ mod tests {
         let entries: Vec<serde_json::Value> = page
             .entries
             .iter()
-            .map(|e| serde_json::from_slice(e).unwrap())
+            .map(|e| serde_json::from_str(e.get()).unwrap())
             .collect();
         assert_eq!(entries[0]["mimeType"], "text/markdown");
         assert!(entries[1].get("mimeType").is_none(), "{}", entries[1]);

@@ -22,7 +22,7 @@ pub struct StaticResource {
     pub required_scopes: Vec<String>,
     pub content: StaticContent,
     /// The `Resource` object of listings, serialized once.
-    pub listing: Vec<u8>,
+    pub listing: Box<serde_json::value::RawValue>,
 }
 
 #[derive(Serialize)]
@@ -106,7 +106,7 @@ impl StaticResources {
                 StaticContent::Text(t) => t.len(),
                 StaticContent::Blob(b) => b.len(),
             };
-            let listing = serde_json::to_vec(&ResourceJson {
+            let listing = serde_json::value::to_raw_value(&ResourceJson {
                 uri: &c.uri,
                 name: &c.name,
                 title: c.title.as_deref(),
@@ -166,7 +166,7 @@ mod tests {
     fn listing_json_and_checks() {
         let s = StaticResources::load(&[cfg("test://a")]).unwrap();
         assert_eq!(
-            String::from_utf8(s.items[0].listing.clone()).unwrap(),
+            s.items[0].listing.get(),
             r#"{"uri":"test://a","name":"n","title":"T","mimeType":"text/plain","size":5}"#
         );
         assert!(

@@ -1,55 +1,26 @@
 //! `resources/templates/list`: the discoverable templates ("resources/
 //! templates/list continues to describe registered URI patterns"), in
-//! registration order, paged with the same sealed cursors.
+//! registration order, paged with the same sealed cursors. The listing
+//! itself is serialized by the MCP layer (`mcp::model::template_listing`).
 
 use super::cursor::{CursorError, CursorKeys, CursorState, Position};
 use super::pager::{ListError, Page, cursor_binding};
-use crate::auth::Principal;
-use crate::runtime::SourceDefinition;
-use serde::Serialize;
+use serde_json::value::RawValue;
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct TemplateJson<'a> {
-    uri_template: &'a str,
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    title: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mime_type: Option<&'a str>,
-}
-
-/// Serialized `ResourceTemplate` objects of every discoverable template.
-pub fn template_listing(definitions: &[&SourceDefinition]) -> Vec<Vec<u8>> {
-    definitions
-        .iter()
-        .filter(|d| d.discoverable)
-        .map(|d| {
-            serde_json::to_vec(&TemplateJson {
-                uri_template: d.uri_template.as_str(),
-                name: &d.name,
-                title: d.title.as_deref(),
-                description: d.description.as_deref(),
-                mime_type: d.mime_type.as_deref(),
-            })
-            .expect("serializable")
-        })
-        .collect()
-}
-
-/// One page of `listing`, bounded like resource pages.
+/// One page of `listing` (serialized `ResourceTemplate`s), bounded like
+/// resource pages. The listing is the same for every caller and is
+/// advertised as public (`cacheScope: "public"`), so its cursors are bound
+/// to the source set only, not to the caller: a page-1 cursor fetched
+/// anonymously works with a token, and the other way round.
 pub fn page_templates(
-    listing: &[Vec<u8>],
+    listing: &[Box<RawValue>],
     keys: &CursorKeys,
     fingerprint: &[u8; 32],
-    principal: Option<&Principal>,
     cursor: Option<&str>,
     page_size: u32,
     budget: usize,
 ) -> Result<Page, ListError> {
-    let binding = cursor_binding(principal, fingerprint);
+    let binding = cursor_binding(None, fingerprint);
     let (started_ms, mut offset) = match cursor {
         None => (keys.now_ms(), 0usize),
         Some(c) => match keys.open(c, &binding).map_err(ListError::InvalidCursor)? {
@@ -72,7 +43,7 @@ pub fn page_templates(
         } else {
             0
         };
-        let cost = json.len() + usize::from(!entries.is_empty());
+        let cost = json.get().len() + usize::from(!entries.is_empty());
         if used + cost + cursor_cost > budget {
             if entries.is_empty() {
                 return Err(ListError::EntryTooLarge {

@@ -1,43 +1,74 @@
 //! The one place where every layer's errors become wire errors: JSON-RPC
-//! codes, messages, `data`, and HTTP statuses per protocol version.
-//! Client-facing messages are generic; the detail was logged where it arose.
+//! codes, messages, `data`, HTTP statuses per protocol version, and the
+//! bytes of every error response. Client-facing messages are generic; the
+//! detail was logged where it arose.
 
-use super::jsonrpc::*;
+use super::http::{self, HttpResponse, no_store};
+use super::jsonrpc::{FrameError, Invalid, RequestId, Violation};
+use super::model::{ErrorObject, ErrorResponse, OAuthError, to_bytes};
 use super::version::Version;
-use crate::auth::AuthError;
+use crate::auth::{Auth, AuthError};
 use crate::inventory::{ListError, ReadError};
 use crate::runtime::GuestError;
-use http::StatusCode;
+use ::http::StatusCode;
+use ::http::header::{self, HeaderValue};
 use serde_json::{Value, json};
 
-#[derive(Debug)]
+pub const PARSE_ERROR: i32 = -32700;
+pub const INVALID_REQUEST: i32 = -32600;
+pub const METHOD_NOT_FOUND: i32 = -32601;
+pub const INVALID_PARAMS: i32 = -32602;
+pub const INTERNAL_ERROR: i32 = -32603;
+/// Legacy versions: the resource a read names does not exist.
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
+/// A legacy session id that is unknown, ended, or another caller's.
+pub const SESSION_NOT_FOUND: i32 = -32001;
+/// 2026-07-28: a standard header is missing or disagrees with the body.
+pub const HEADER_MISMATCH: i32 = -32020;
+/// 2026-07-28: the requested protocol version is not supported.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+
+#[derive(Debug, thiserror::Error)]
 pub enum McpError {
+    #[error("parse error")]
     Parse,
+    #[error("{0}")]
     InvalidRequest(&'static str),
+    #[error("method not found")]
     MethodNotFound,
+    #[error("invalid params: {0}")]
     InvalidParams(String),
     /// 2026-07-28: a required `_meta` field is missing.
+    #[error("missing _meta field {0}")]
     MissingMeta(&'static str),
+    #[error("header mismatch: {0}")]
     HeaderMismatch(String),
-    UnsupportedVersion {
-        requested: String,
-    },
+    #[error("unsupported protocol version {requested:?}")]
+    UnsupportedVersion { requested: String },
+    #[error("invalid cursor")]
     InvalidCursor,
-    ResourceNotFound {
-        uri: String,
-    },
+    #[error("resource not found")]
+    ResourceNotFound { uri: String },
+    /// A legacy request without `Mcp-Session-Id` (HTTP 400).
+    #[error("no session id")]
+    SessionRequired,
+    /// Unknown, ended, or presented by another caller (HTTP 404).
+    #[error("session not found")]
+    SessionNotFound,
     /// Everything a client must not learn the detail of.
+    #[error("internal error")]
     Internal,
     /// HTTP 401 (400 for a token in the query string) with a challenge.
+    #[error("unauthorized: {error}")]
     Unauthorized {
         error: AuthError,
         scopes: Vec<String>,
     },
     /// HTTP 403 `insufficient_scope`.
-    Forbidden {
-        scopes: Vec<String>,
-    },
+    #[error("forbidden")]
+    Forbidden { scopes: Vec<String> },
     /// The request was cancelled: nothing is sent for it.
+    #[error("cancelled")]
     Cancelled,
 }
 
@@ -45,14 +76,18 @@ impl McpError {
     pub fn code(&self, version: Version) -> i32 {
         match self {
             McpError::Parse => PARSE_ERROR,
-            McpError::InvalidRequest(_) => INVALID_REQUEST,
+            McpError::InvalidRequest(_) | McpError::SessionRequired => INVALID_REQUEST,
             McpError::MethodNotFound => METHOD_NOT_FOUND,
             McpError::InvalidParams(_) | McpError::MissingMeta(_) | McpError::InvalidCursor => {
                 INVALID_PARAMS
             }
             McpError::HeaderMismatch(_) => HEADER_MISMATCH,
             McpError::UnsupportedVersion { .. } => UNSUPPORTED_PROTOCOL_VERSION,
-            McpError::ResourceNotFound { .. } => version.resource_not_found_code(),
+            McpError::ResourceNotFound { .. } if version.not_found_is_invalid_params() => {
+                INVALID_PARAMS
+            }
+            McpError::ResourceNotFound { .. } => RESOURCE_NOT_FOUND,
+            McpError::SessionNotFound => SESSION_NOT_FOUND,
             McpError::Internal
             | McpError::Unauthorized { .. }
             | McpError::Forbidden { .. }
@@ -72,6 +107,8 @@ impl McpError {
             // The same message for every cursor failure, so clients restart.
             McpError::InvalidCursor => "Invalid cursor".into(),
             McpError::ResourceNotFound { .. } => "Resource not found".into(),
+            McpError::SessionRequired => "Bad Request: Mcp-Session-Id header is required".into(),
+            McpError::SessionNotFound => "Session not found".into(),
             McpError::Internal | McpError::Cancelled => "Internal error".into(),
             McpError::Unauthorized { .. } => "Unauthorized".into(),
             McpError::Forbidden { .. } => "Forbidden".into(),
@@ -91,12 +128,14 @@ impl McpError {
     /// The HTTP status a JSON-RPC error travels with.
     pub fn status(&self, version: Version) -> StatusCode {
         match self {
-            McpError::Parse | McpError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            McpError::Parse | McpError::InvalidRequest(_) | McpError::SessionRequired => {
+                StatusCode::BAD_REQUEST
+            }
             McpError::HeaderMismatch(_)
             | McpError::UnsupportedVersion { .. }
             | McpError::MissingMeta(_) => StatusCode::BAD_REQUEST,
-            // 2026-07-28: an unknown method is an HTTP 404.
-            McpError::MethodNotFound if version.is_modern() => StatusCode::NOT_FOUND,
+            McpError::SessionNotFound => StatusCode::NOT_FOUND,
+            McpError::MethodNotFound if version.unknown_method_is_404() => StatusCode::NOT_FOUND,
             McpError::Unauthorized {
                 error: AuthError::QueryToken | AuthError::Malformed,
                 ..
@@ -104,6 +143,111 @@ impl McpError {
             McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             McpError::Forbidden { .. } => StatusCode::FORBIDDEN,
             _ => StatusCode::OK,
+        }
+    }
+
+    /// Errors that are HTTP answers of their own: inside a batch they
+    /// answer the whole batch.
+    pub fn is_http_level(&self) -> bool {
+        matches!(
+            self,
+            McpError::Unauthorized { .. } | McpError::Forbidden { .. }
+        )
+    }
+
+    /// The JSON-RPC error response bytes for the request `id`.
+    pub fn to_bytes(&self, version: Version, id: Option<&RequestId>) -> Vec<u8> {
+        let message = self.message();
+        let data = self.data();
+        to_bytes(&ErrorResponse::new(
+            id.map(RequestId::as_raw_value),
+            ErrorObject {
+                code: self.code(version),
+                message: &message,
+                data: data.as_ref(),
+            },
+        ))
+    }
+
+    /// The whole HTTP answer: JSON-RPC error, OAuth challenge, or (for a
+    /// cancelled request) a stream that ends without a message.
+    pub fn into_response(
+        self,
+        auth: &Auth,
+        version: Version,
+        id: Option<&RequestId>,
+    ) -> HttpResponse {
+        let status = self.status(version);
+        let (body, challenge) = match &self {
+            McpError::Cancelled => return http::cancelled(),
+            McpError::Unauthorized { error, scopes } => (
+                to_bytes(&oauth_error(error)),
+                auth.challenge_unauthorized(error, scopes),
+            ),
+            McpError::Forbidden { scopes } => (
+                to_bytes(&OAuthError {
+                    error: "insufficient_scope",
+                    error_description: "The access token lacks a required scope",
+                }),
+                auth.challenge_forbidden(scopes),
+            ),
+            _ => (self.to_bytes(version, id), String::new()),
+        };
+        let mut r = http::json(status, body);
+        if let Ok(v) = HeaderValue::from_str(&challenge)
+            && !challenge.is_empty()
+        {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        no_store(&mut r);
+        r
+    }
+}
+
+fn oauth_error(error: &AuthError) -> OAuthError {
+    let (error, error_description) = match error {
+        AuthError::Missing => ("invalid_request", "A bearer token is required"),
+        AuthError::QueryToken => (
+            "invalid_request",
+            "Access tokens are accepted only in the Authorization header",
+        ),
+        AuthError::Malformed => ("invalid_request", "Malformed Authorization header"),
+        _ => ("invalid_token", "The access token is invalid or expired"),
+    };
+    OAuthError {
+        error,
+        error_description,
+    }
+}
+
+impl From<Invalid> for McpError {
+    fn from(invalid: Invalid) -> Self {
+        match invalid.violation {
+            Violation::NotAnObject => {
+                McpError::InvalidRequest("Invalid Request: not a JSON object")
+            }
+            Violation::BadId => {
+                McpError::InvalidRequest("Invalid Request: id must be a string or an integer")
+            }
+            Violation::BadVersion => {
+                McpError::InvalidRequest("Invalid Request: jsonrpc must be \"2.0\"")
+            }
+            Violation::Shape => McpError::InvalidRequest("Invalid Request"),
+            Violation::ParamsNotAnObject => {
+                McpError::InvalidParams("params must be an object".into())
+            }
+        }
+    }
+}
+
+impl From<FrameError> for McpError {
+    fn from(e: FrameError) -> Self {
+        match e {
+            FrameError::Parse => McpError::Parse,
+            FrameError::EmptyBatch => McpError::InvalidRequest("Invalid Request: empty batch"),
+            FrameError::TooManyItems { .. } => {
+                McpError::InvalidRequest("Invalid Request: too many messages in the batch")
+            }
         }
     }
 }
@@ -173,5 +317,19 @@ mod tests {
         });
         assert_eq!(internal.message(), "Internal error");
         assert_eq!(internal.data(), None);
+    }
+
+    #[test]
+    fn error_without_id_omits_it() {
+        assert_eq!(
+            String::from_utf8(McpError::Parse.to_bytes(Version::V2025_03_26, None)).unwrap(),
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#
+        );
+        let id = RequestId::from_value(&json!("a")).unwrap();
+        assert_eq!(
+            String::from_utf8(McpError::SessionNotFound.to_bytes(Version::V2025_03_26, Some(&id)))
+                .unwrap(),
+            r#"{"jsonrpc":"2.0","id":"a","error":{"code":-32001,"message":"Session not found"}}"#
+        );
     }
 }

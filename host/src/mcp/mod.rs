@@ -1,18 +1,29 @@
-//! MCP over Streamable HTTP: JSON-RPC framing, protocol versions, sessions,
-//! the methods, and the one mapping from layer errors to wire codes. Never
-//! touches wasmtime types: guest work goes through `inventory`.
+//! MCP over Streamable HTTP, as one pipeline (`pipeline`): HTTP guards and
+//! per-version headers (`http`), authentication (`caller`), JSON-RPC
+//! framing (`jsonrpc`), the methods and their policy table (`method`),
+//! dispatch (`methods`), one message (`exchange`) or a batch (`batch`), the
+//! wire model (`model`), sessions, versions, and the one mapping from layer
+//! errors to wire codes (`errors`). Never touches wasmtime types: guest work
+//! goes through `inventory`.
 
+pub mod batch;
+pub mod caller;
 pub mod errors;
+pub mod exchange;
+pub mod http;
 pub mod jsonrpc;
+pub mod method;
 pub mod methods;
+pub mod model;
+pub mod pipeline;
 pub mod session;
-pub mod transport;
 pub mod version;
 
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::inventory::{CursorKeys, Pager, StaticResources};
 use crate::runtime::{Source, SourceSet};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Everything a request may need, built once at startup.
@@ -22,7 +33,7 @@ pub struct App {
     pub statics: Arc<StaticResources>,
     pub pager: Pager<Arc<Source>>,
     /// Serialized `ResourceTemplate` objects of the discoverable templates.
-    pub template_listing: Vec<Vec<u8>>,
+    pub template_listing: Vec<Box<RawValue>>,
     pub keys: Arc<CursorKeys>,
     pub auth: Auth,
     pub sessions: session::Sessions,

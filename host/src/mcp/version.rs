@@ -19,6 +19,11 @@ impl Version {
     ];
     /// The newest version with the `initialize` handshake.
     pub const LATEST_LEGACY: Version = Version::V2025_11_25;
+    /// The stateless version (requests in its form skip the handshake).
+    pub const STATELESS: Version = Version::V2026_07_28;
+    /// Errors before any version is known are framed as this one ("an
+    /// absent MCP-Protocol-Version header means 2025-03-26").
+    pub const UNNEGOTIATED: Version = Version::V2025_03_26;
 
     pub fn parse(s: &str) -> Option<Version> {
         Some(match s {
@@ -39,9 +44,40 @@ impl Version {
         }
     }
 
-    /// 2026-07-28 is stateless: no handshake, no sessions, metadata per request.
-    pub fn is_modern(self) -> bool {
-        self == Version::V2026_07_28
+    /// Stateless: no handshake, no sessions; version and client capabilities
+    /// in every request's `_meta`, mirrored in headers (2026-07-28).
+    pub fn is_stateless(self) -> bool {
+        self >= Version::V2026_07_28
+    }
+
+    /// Reached through the `initialize` handshake and a session.
+    pub fn has_handshake(self) -> bool {
+        !self.is_stateless()
+    }
+
+    /// Results carry `resultType`, `ttlMs`/`cacheScope` and `_meta.serverInfo`.
+    pub fn has_result_metadata(self) -> bool {
+        self.is_stateless()
+    }
+
+    /// `Mcp-Method` / `Mcp-Name` mirror the body and are checked (-32020).
+    pub fn mirrors_headers(self) -> bool {
+        self.is_stateless()
+    }
+
+    /// `ping` and `logging/setLevel` (deprecated, then removed in 2026-07-28).
+    pub fn has_ping_and_logging(self) -> bool {
+        self.has_handshake()
+    }
+
+    /// `server/discover` replaces the handshake.
+    pub fn has_discover(self) -> bool {
+        self.is_stateless()
+    }
+
+    /// An unknown method travels with HTTP 404 (200 before).
+    pub fn unknown_method_is_404(self) -> bool {
+        self.is_stateless()
     }
 
     /// JSON-RPC batches exist only in 2025-03-26.
@@ -49,16 +85,17 @@ impl Version {
         self == Version::V2025_03_26
     }
 
-    /// Resource not found: -32002 (legacy) or -32602 with `data.uri` (2026-07-28).
-    pub fn resource_not_found_code(self) -> i32 {
-        if self.is_modern() { -32602 } else { -32002 }
+    /// Resource not found is an invalid-params error with `data.uri`
+    /// (2026-07-28) rather than its own code (legacy).
+    pub fn not_found_is_invalid_params(self) -> bool {
+        self.is_stateless()
     }
 
     /// The version answered to an `initialize` asking for `requested`: the same
     /// when we support it with a handshake, else our newest handshake version.
     pub fn negotiate(requested: &str) -> Version {
         match Version::parse(requested) {
-            Some(v) if !v.is_modern() => v,
+            Some(v) if v.has_handshake() => v,
             _ => Version::LATEST_LEGACY,
         }
     }
