@@ -18,7 +18,11 @@ async fn list_and_read(s: &Server, token: &str) -> (Answer, Option<Answer>) {
         .as_str()
         .map(String::from);
     let read = match uri {
-        Some(uri) => Some(session.request("resources/read", json!({ "uri": uri })).await),
+        Some(uri) => Some(
+            session
+                .request("resources/read", json!({ "uri": uri }))
+                .await,
+        ),
         None => None,
     };
     (listed, read)
@@ -113,7 +117,7 @@ async fn contents_under_another_uri_are_refused() {
     .await;
     assert_eq!(a.status, 200);
     assert_generic_internal_error(&a, &["catalog://", "forged"]);
-    s.expect_log(&["content uri is not the uri that was read", "bad"]);
+    s.expect_log(&["is not the uri that was read", "bad"]);
 }
 
 fn aliasing(items: usize, bytes: usize, max_read_bytes: usize) -> Server {
@@ -162,7 +166,12 @@ async fn the_read_bound_obeyed_and_violated() {
     let bound = 2 * per_item(1000);
     let s = aliasing(2, 1000, bound);
     let a = read_bad(&s).await;
-    assert_eq!(a.json()["result"]["contents"].as_array().map(Vec::len), Some(2), "{}", a.text());
+    assert_eq!(
+        a.json()["result"]["contents"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        a.text()
+    );
     let s = aliasing(2, 1001, bound);
     let a = read_bad(&s).await;
     assert_generic_internal_error(&a, &[]);

@@ -13,6 +13,7 @@
 //!   opened read-only.
 
 use crate::config::{Config, DatabaseConfig};
+use crate::guest_text::GuestText;
 use crate::runtime::bindings::emseepea::inventory::sqlite::{
     Error, Host, HostConnection, Rows, Value,
 };
@@ -304,7 +305,7 @@ impl HostConnection for HostState {
             .find(|d| d.label == label)
             .cloned()
         else {
-            tracing::warn!(database = %label, "guest asked for a database it was not granted");
+            tracing::warn!(database = %GuestText::new(&label), "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
         let db2 = db.clone();
