@@ -10,8 +10,8 @@
 use crate::config::MAX_LOGGED_GUEST_TEXT_BYTES;
 use std::fmt::{self, Write};
 
-/// Displays a guest string escaped (`\r`, `\n`, `\t`, `\\`, `\u{1b}` for
-/// every other control or bidi/format character) and cut to at most
+/// Displays a guest string escaped (`\r`, `\n`, `\t`, `\\`, `\"`, `\u{1b}`
+/// for every other control or bidi/format character) and cut to at most
 /// `MAX_LOGGED_GUEST_TEXT_BYTES` bytes of output; a cut string ends in
 /// `…[N bytes]`, N being the original length.
 #[derive(Clone, Copy)]
@@ -52,6 +52,7 @@ fn escape(c: char, buf: &mut String) -> &str {
     buf.clear();
     match c {
         '\\' => buf.push_str("\\\\"),
+        '"' => buf.push_str("\\\""),
         '\n' => buf.push_str("\\n"),
         '\r' => buf.push_str("\\r"),
         '\t' => buf.push_str("\\t"),
@@ -79,6 +80,8 @@ impl fmt::Display for GuestText<'_> {
     }
 }
 
+/// Quoted: what log lines use, so that guest text cannot pass for other
+/// fields of the line (`x source="other"`).
 impl fmt::Debug for GuestText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "\"{self}\"")
@@ -95,8 +98,17 @@ mod tests {
 
     #[test]
     fn control_characters_are_escaped() {
-        let s = GuestText::new("a\rINFO b\u{1b}[2K\nc\td\\e\u{0}\u{7f}\u{85}\u{202e}é").to_string();
-        assert_eq!(s, r"a\rINFO b\u{1b}[2K\nc\td\\e\u{0}\u{7f}\u{85}\u{202e}é");
+        let s =
+            GuestText::new("a\rINFO b\u{1b}[2K\nc\td\\e\u{0}\u{7f}\u{85}\u{202e}é\"").to_string();
+        assert_eq!(
+            s,
+            r#"a\rINFO b\u{1b}[2K\nc\td\\e\u{0}\u{7f}\u{85}\u{202e}é\""#
+        );
+        let quoted = format!("{:?}", GuestText::new(r#"x" source="y"#));
+        assert_eq!(
+            quoted, r#""x\" source=\"y""#,
+            "cannot pass for another field"
+        );
         assert!(!s.chars().any(|c| c.is_control()));
     }
 

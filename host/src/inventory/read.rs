@@ -43,7 +43,7 @@ pub enum ReadError {
 pub enum ContentViolation {
     #[error("no contents")]
     Empty,
-    #[error("content {index}: uri {} is not the uri that was read", GuestText::new(.uri))]
+    #[error("content {index}: uri {:?} is not the uri that was read", GuestText::new(.uri))]
     OtherUri { index: usize, uri: String },
     #[error("content {index}: uri empty or longer than 2048 characters")]
     UriLength { index: usize },

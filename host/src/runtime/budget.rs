@@ -70,7 +70,7 @@ impl std::fmt::Display for SourceFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SourceFailure::NotFound => f.write_str("not-found"),
-            other => write!(f, "{}: {}", other.kind(), GuestText::new(other.message())),
+            other => write!(f, "{}: {:?}", other.kind(), GuestText::new(other.message())),
         }
     }
 }
@@ -88,16 +88,16 @@ pub enum GuestError {
     MemoryCap(u64),
     #[error("stack overflow")]
     StackOverflow,
-    #[error("trap: {}", GuestText::new(.0))]
+    #[error("trap: {:?}", GuestText::new(.0))]
     Trap(String),
     #[error("cancelled")]
     Cancelled,
-    #[error("invalid result: {}", GuestText::new(.0))]
+    #[error("invalid result: {:?}", GuestText::new(.0))]
     InvalidResult(String),
     /// A `read` result over `max_read_bytes`, refused while lifting.
     #[error("read result of at least {bytes} bytes is over the limit of {limit}")]
     ResultTooLarge { bytes: usize, limit: usize },
-    #[error("instantiation failed: {}", GuestText::new(.0))]
+    #[error("instantiation failed: {:?}", GuestText::new(.0))]
     Instantiate(String),
     #[error("source error: {0}")]
     Source(SourceFailure),

@@ -208,7 +208,7 @@ impl CallLog<'_> {
                     request_id = self.request_id,
                     elapsed_us,
                     kind = failure.kind(),
-                    message = %message,
+                    message = ?message,
                     message_len = message.len(),
                     "guest call returned source-error"
                 )

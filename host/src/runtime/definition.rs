@@ -41,7 +41,7 @@ impl SourceDefinition {
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         {
             return Err(format!(
-                "template name \"{}\" must be 1..={MAX_NAME} characters of [a-z0-9_-]",
+                "template name {:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]",
                 GuestText::new(&t.name)
             ));
         }
@@ -50,14 +50,14 @@ impl SourceDefinition {
         }
         let uri_template = UriTemplate::parse(&t.uri_template).map_err(|e| {
             format!(
-                "uri-template \"{}\" does not parse: {}",
+                "uri-template {:?} does not parse: {}",
                 GuestText::new(&t.uri_template),
                 GuestText::new(&e.to_string())
             )
         })?;
         if uri_template.expression_count() == 0 {
             return Err(format!(
-                "uri-template \"{}\" has no expression",
+                "uri-template {:?} has no expression",
                 GuestText::new(&t.uri_template)
             ));
         }
@@ -80,7 +80,7 @@ impl SourceDefinition {
                     .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
             {
                 return Err(format!(
-                    "required scope \"{}\" must be 1..={MAX_SCOPE_LEN} printable ASCII characters without spaces or quotes",
+                    "required scope {:?} must be 1..={MAX_SCOPE_LEN} printable ASCII characters without spaces or quotes",
                     GuestText::new(scope)
                 ));
             }

@@ -383,7 +383,7 @@ async fn load_one(
     );
     let described = source.describe(&scope).await.map_err(|e| match e {
         GuestError::Trap(m) if m.contains("type mismatch") || m.contains("expected") => {
-            LoadError::new(file, format!("exports emseepea:inventory with the wrong signatures (wrong world or version?): {}", GuestText::new(&m)))
+            LoadError::new(file, format!("exports emseepea:inventory with the wrong signatures (wrong world or version?): {:?}", GuestText::new(&m)))
         }
         e => LoadError::new(file, format!("describe() failed: {e}")),
     })?;

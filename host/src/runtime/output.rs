@@ -98,7 +98,7 @@ pub(crate) fn forward(
         tracing::info!(target: "guest", source, stream, suppressed = n, "guest output suppressed (earlier calls, over the per-second limit)");
     }
     for line in &lines[..a.lines] {
-        tracing::info!(target: "guest", source, request_id, stream, "{}", GuestText::new(line));
+        tracing::info!(target: "guest", source, request_id, stream, "{:?}", GuestText::new(line));
     }
     if let Some(n) = a.suppressed {
         tracing::info!(target: "guest", source, request_id, stream, suppressed = n, "guest output suppressed");

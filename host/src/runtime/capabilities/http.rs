@@ -174,7 +174,7 @@ impl WasiHttpHooks for EgressHooks {
         let source = self.source.clone();
         let uri = request.uri().clone();
         let Some(origin) = self.allowed(&uri) else {
-            tracing::warn!(source = %source, uri = %GuestText::new(&uri.to_string()), "outbound request denied: origin not in the source's http grant");
+            tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: origin not in the source's http grant");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
         let limits = self.grants.limits;
@@ -184,12 +184,12 @@ impl WasiHttpHooks for EgressHooks {
             // unless the entry names one itself.
             if !origin.names_private() {
                 let addrs = tokio::net::lookup_host((origin.host.as_str(), origin.port)).await.map_err(|e| {
-                    tracing::warn!(source = %source, uri = %GuestText::new(&uri.to_string()), "outbound request failed: cannot resolve the host: {e}");
+                    tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request failed: cannot resolve the host: {e}");
                     Error::DestinationNotFound
                 })?;
                 for addr in addrs {
                     if !is_public(addr.ip()) {
-                        tracing::warn!(source = %source, uri = %GuestText::new(&uri.to_string()), ip = %addr.ip(), "outbound request denied: resolves to a non-public address");
+                        tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), ip = %addr.ip(), "outbound request denied: resolves to a non-public address");
                         return Err(Error::DestinationIpProhibited);
                     }
                 }
