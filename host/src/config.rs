@@ -29,6 +29,41 @@ pub const MAX_MIME_TYPE_LEN: usize = 128;
 /// "The subject must be a nonempty string of at most 256 characters without control characters."
 pub const MAX_SUBJECT_LEN: usize = 256;
 
+/// A template's definition (`describe()`), bounded at startup. Name: 1..=64
+/// of `[a-z0-9_-]`; title, description: characters (UTF-16 units).
+pub const MAX_TEMPLATE_NAME_LEN: usize = 64;
+pub const MAX_TITLE_LEN: usize = 512;
+pub const MAX_DESCRIPTION_LEN: usize = 4096;
+/// Required scopes of one template: at most 16, each 1..=128 printable ASCII
+/// characters. A 401/403 challenge names them all.
+pub const MAX_REQUIRED_SCOPES: usize = 16;
+pub const MAX_SCOPE_LEN: usize = 128;
+/// The joined, space-separated union of the scopes every inventory source
+/// requires (the `scope` of an anonymous listing's 401) is at most this many
+/// bytes, checked at startup. With the metadata URL at its longest
+/// (`MAX_URI_LEN`, quoted), every `WWW-Authenticate` header then stays under
+/// `MAX_CHALLENGE_BYTES` (a test computes the worst case).
+pub const MAX_CHALLENGE_SCOPES_BYTES: usize = 3072;
+/// Every `WWW-Authenticate` header is shorter than this: half of Node's
+/// default 16 KiB header limit.
+pub const MAX_CHALLENGE_BYTES: usize = 8192;
+
+/// `max_read_bytes` counts, per content item, its uri, mimeType and body
+/// (a blob as its base64 length) plus this much for the item itself, so a
+/// result of many empty items is bounded too.
+pub const READ_CONTENT_ITEM_BYTES: usize = 64;
+
+/// A guest-supplied string in a log line (source-error messages, output
+/// lines, template names, trap messages) is escaped and cut to at most this
+/// many bytes; a cut string ends in `…[N bytes]` with its original length.
+pub const MAX_LOGGED_GUEST_TEXT_BYTES: usize = 512;
+/// Lines of guest stdout (and, separately, stderr) logged per call; the rest
+/// are counted in one "guest output suppressed" line.
+pub const MAX_GUEST_OUTPUT_LINES_PER_CALL: usize = 20;
+/// Lines of guest output logged per source per second, over all its calls
+/// (both streams); the rest are suppressed and counted the same way.
+pub const MAX_GUEST_OUTPUT_LINES_PER_SECOND: usize = 100;
+
 /// Default guest budget per call.
 pub const DEFAULT_FUEL: u64 = 500_000_000;
 pub const DEFAULT_MAX_CALL_DURATION_MS: u64 = 5_000;

@@ -16,6 +16,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod auth;
 pub mod check;
 pub mod config;
+pub mod fields;
+pub mod guest_text;
 pub mod http_client;
 pub mod inventory;
 pub mod mcp;

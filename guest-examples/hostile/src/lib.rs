@@ -12,6 +12,17 @@
 //!   `source-error`, `big-entry`. Others: `ok` (a valid 3-entry source),
 //!   `context` (read returns its whole call context), `count` (valid; `items`
 //!   entries, `limit` echoed in names so tests can see what was asked).
+//! - Read results: `wide` (list: one entry whose URI is the template's
+//!   literal prefix plus `x`s up to `units` UTF-16 units, default 2,048, with
+//!   mimeType `mime`; read: that URI back with mimeType `mime`),
+//!   `read-forged-uri` (contents under `forged_uri`, not the URI asked for),
+//!   `read-alias` (`items` contents, all the same `bytes`-byte text).
+//! - Log text: `source-error-huge` (a `bytes`-byte source-error message),
+//!   `say` (source-error with the manifest's `message`), `chatty` (prints
+//!   `lines` lines of `x` on stdout and stderr, then reads normally).
+//! - Definitions: `describe-huge` (`part` = `name`: a 1 MiB name; `scope`: a
+//!   1 MiB scope; `scopes`: `count` (default 10,000) scopes `NAME-i:xx…` of
+//!   `scope_len` (default 8) characters).
 //! - `denials`: read tries every ambient authority it must not have
 //!   (environment, stdin, files, sockets, an ungranted database) and reports.
 //! - `sql-script`: read runs each line of `script` as one statement on one
@@ -113,7 +124,7 @@ impl template::Guest for Hostile {
         } else {
             Access::Protected
         };
-        Template {
+        let mut template = Template {
             name: name(),
             uri_template: cfg("template", &format!("hostile://{}/{{id}}", name())),
             title: Some("Hostile source".into()),
@@ -126,13 +137,73 @@ impl template::Guest for Hostile {
             },
             access,
             discoverable: cfg("discoverable", "true") == "true",
+        };
+        if cfg("mode", "ok") == "describe-huge" {
+            match cfg("part", "name").as_str() {
+                "name" => template.name = format!("HOSTILE-SECRET{}", "n".repeat(1 << 20)),
+                "scope" => template.required_scopes = vec![format!("s{}", "x".repeat(1 << 20))],
+                _ => {
+                    let count: usize = cfg("count", "10000").parse().unwrap_or(10_000);
+                    let len: usize = cfg("scope_len", "8").parse().unwrap_or(8);
+                    template.required_scopes = (0..count)
+                        .map(|i| {
+                            let n = format!("{}-{i}:", name());
+                            format!("{n}{}", "x".repeat(len.saturating_sub(n.len())))
+                        })
+                        .collect();
+                }
+            }
         }
+        template
     }
 
     fn read(uri: String, context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
         let mode = cfg("mode", "ok");
         misbehave(&mode, &context);
+        if mode == "chatty" {
+            let lines: usize = cfg("lines", "8192").parse().unwrap_or(8192);
+            let out = "x\n".repeat(lines);
+            print!("{out}");
+            eprint!("{out}");
+        }
         let text = match mode.as_str() {
+            "wide" => {
+                return Ok(vec![ResourceContents {
+                    uri,
+                    mime_type: Some(cfg("mime", "text/plain")),
+                    body: ResourceBody::Text("wide contents".into()),
+                }]);
+            }
+            "read-forged-uri" => {
+                return Ok(vec![ResourceContents {
+                    uri: cfg("forged_uri", "catalog://catalog/items/0000000003"),
+                    mime_type: Some("text/plain".into()),
+                    body: ResourceBody::Text("HOSTILE-SECRET forged record".into()),
+                }]);
+            }
+            "read-alias" => {
+                // `items` texts that are all the same `bytes` bytes of guest
+                // memory: a host that copies before it counts copies them all.
+                let items: usize = cfg("items", "40").parse().unwrap_or(40);
+                let bytes: usize = cfg("bytes", "1048576").parse().unwrap_or(1 << 20);
+                let big: &'static str = "a".repeat(bytes).leak();
+                return Ok((0..items)
+                    .map(|_| ResourceContents {
+                        uri: uri.clone(),
+                        mime_type: Some("text/plain".into()),
+                        body: ResourceBody::Text(unsafe {
+                            raw_string(big.as_ptr() as usize, big.len())
+                        }),
+                    })
+                    .collect());
+            }
+            "source-error-huge" => {
+                let bytes: usize = cfg("bytes", "8388608").parse().unwrap_or(8 << 20);
+                let mut message = String::from("HOSTILE-SECRET ");
+                message.push_str(&"x".repeat(bytes.saturating_sub(message.len())));
+                return Err(SourceError::Failed(message));
+            }
+            "say" => return Err(SourceError::Failed(cfg("message", ""))),
             "source-error" => {
                 return Err(SourceError::Failed(
                     "HOSTILE-SECRET backend exploded at db-7".into(),
@@ -357,6 +428,16 @@ impl inventory::Guest for Hostile {
                 false,
             ),
             "has-more-empty" => page(vec![], true),
+            "wide" => {
+                let template = cfg("template", "");
+                let prefix = template.trim_end_matches("{id}");
+                let units: usize = cfg("units", "2048").parse().unwrap_or(2048);
+                let id = "x".repeat(units.saturating_sub(prefix.encode_utf16().count()));
+                let mut e = entry("k1", "1");
+                e.resource.uri = format!("{prefix}{id}");
+                e.resource.mime_type = Some(cfg("mime", "text/plain"));
+                page(vec![e], false)
+            }
             "key-empty" => page(vec![entry("", "1")], false),
             "key-long" => page(vec![entry(&"k".repeat(257), "1")], false),
             "key-space" => page(vec![entry("HOSTILE-SECRET key", "1")], false),

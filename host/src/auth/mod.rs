@@ -81,6 +81,15 @@ impl Auth {
                 config.file.display()
             );
         }
+        // Every challenge names the metadata URL: bounded so that it fits
+        // (`challenge`).
+        if resource.len() > crate::config::MAX_URI_LEN {
+            anyhow::bail!(
+                "{}: the resource URL ([auth] resource, or derived from http.endpoint) is longer than {} bytes",
+                config.file.display(),
+                crate::config::MAX_URI_LEN
+            );
+        }
         let metadata_url = metadata::url_for(&resource);
         Ok(Self {
             mode: a.mode,

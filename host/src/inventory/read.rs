@@ -6,7 +6,8 @@ use super::access::may_access;
 use super::pager::call_context;
 use super::statics::{StaticContent, StaticResources};
 use crate::auth::Principal;
-use crate::config::{MAX_MIME_TYPE_LEN, MAX_URI_LEN};
+use crate::fields;
+use crate::guest_text::GuestText;
 use crate::runtime::types::ResourceBody;
 use crate::runtime::{Access, GuestError, RequestScope, Source, SourceFailure};
 use base64::Engine as _;
@@ -28,8 +29,26 @@ pub enum ReadError {
         source_name: String,
         error: GuestError,
     },
-    #[error("{source_name} returned an invalid read result: {reason}")]
-    InvalidResult { source_name: String, reason: String },
+    #[error("{source_name} returned an invalid read result: {violation}")]
+    InvalidResult {
+        source_name: String,
+        violation: ContentViolation,
+    },
+}
+
+/// Which rule a read result broke (for the log; never sent to a client).
+/// The listing's field rules (`crate::fields`), and every item is for the
+/// URI that was read.
+#[derive(Debug, thiserror::Error)]
+pub enum ContentViolation {
+    #[error("no contents")]
+    Empty,
+    #[error("content {index}: uri {:?} is not the uri that was read", GuestText::new(.uri))]
+    OtherUri { index: usize, uri: String },
+    #[error("content {index}: uri empty or longer than 2048 characters")]
+    UriLength { index: usize },
+    #[error("content {index}: mimeType longer than 128 characters")]
+    MimeTypeLength { index: usize },
 }
 
 #[derive(Serialize)]
@@ -60,7 +79,8 @@ fn check_access(
     })
 }
 
-/// Read `uri` for `principal`.
+/// Read `uri` for `principal`. `max_bytes` bounds a source's result, while
+/// it is lifted (`runtime::GuestContents`).
 pub async fn read(
     statics: &StaticResources,
     sources: &[Arc<Source>],
@@ -94,7 +114,7 @@ pub async fn read(
     let d = &source.definition;
     check_access(d.access, &d.required_scopes, principal)?;
     let contents = match source
-        .read(uri, call_context(principal, scope), scope)
+        .read(uri, call_context(principal, scope), scope, max_bytes)
         .await
     {
         Ok(c) => c,
@@ -106,41 +126,36 @@ pub async fn read(
             });
         }
     };
-    let invalid = |reason: String| ReadError::InvalidResult {
+    let invalid = |violation: ContentViolation| ReadError::InvalidResult {
         source_name: d.name.clone(),
-        reason,
+        violation,
     };
     if contents.is_empty() {
-        return Err(invalid("no contents".into()));
+        return Err(invalid(ContentViolation::Empty));
     }
-    let mut total = 0usize;
     let mut out = Vec::with_capacity(contents.len());
-    for c in contents {
-        if c.uri.is_empty() || c.uri.len() > MAX_URI_LEN {
-            return Err(invalid("content uri empty or longer than 2048".into()));
+    for (index, c) in contents.into_iter().enumerate() {
+        // Exactly the URI that was read: a source answers only for its own
+        // resources, and the client asked for this one.
+        if c.uri != uri {
+            return Err(invalid(ContentViolation::OtherUri { index, uri: c.uri }));
+        }
+        if !fields::uri_ok(&c.uri) {
+            return Err(invalid(ContentViolation::UriLength { index }));
         }
         if c.mime_type
-            .as_ref()
-            .is_some_and(|m| m.len() > MAX_MIME_TYPE_LEN)
+            .as_deref()
+            .is_some_and(|m| !fields::mime_type_ok(m))
         {
-            return Err(invalid("content mimeType longer than 128".into()));
+            return Err(invalid(ContentViolation::MimeTypeLength { index }));
         }
         let (text, blob) = match c.body {
-            ResourceBody::Text(t) => {
-                total += t.len();
-                (Some(t), None)
-            }
-            ResourceBody::Blob(b) => {
-                total += b.len().div_ceil(3) * 4;
-                (
-                    None,
-                    Some(base64::engine::general_purpose::STANDARD.encode(b)),
-                )
-            }
+            ResourceBody::Text(t) => (Some(t), None),
+            ResourceBody::Blob(b) => (
+                None,
+                Some(base64::engine::general_purpose::STANDARD.encode(b)),
+            ),
         };
-        if total > max_bytes {
-            return Err(invalid(format!("contents exceed {max_bytes} bytes")));
-        }
         out.push(ContentJson {
             uri: c.uri,
             mime_type: c.mime_type.or_else(|| d.mime_type.clone()),

@@ -2,8 +2,10 @@
 //! startup. "Static resources come first" in every listing.
 
 use crate::config::{
-    AccessConfig, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN, StaticResourceConfig,
+    AccessConfig, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_REQUIRED_SCOPES, MAX_SCOPE_LEN, MAX_URI_LEN,
+    StaticResourceConfig,
 };
+use crate::fields;
 use crate::runtime::Access;
 use base64::Engine as _;
 use serde::Serialize;
@@ -50,8 +52,7 @@ impl StaticResources {
         let mut items: Vec<StaticResource> = Vec::new();
         for (i, c) in configs.iter().enumerate() {
             let at = format!("resources[{i}] ({})", c.uri);
-            if c.uri.is_empty()
-                || c.uri.len() > MAX_URI_LEN
+            if !fields::uri_ok(&c.uri)
                 || !c.uri.contains(':')
                 || c.uri
                     .chars()
@@ -64,12 +65,12 @@ impl StaticResources {
             if items.iter().any(|s| s.uri == c.uri) {
                 return Err(format!("{at}: duplicate uri"));
             }
-            if c.name.encode_utf16().count() > MAX_NAME_LEN {
+            if !fields::name_ok(&c.name) {
                 return Err(format!("{at}: name longer than {MAX_NAME_LEN} characters"));
             }
             if c.mime_type
-                .as_ref()
-                .is_some_and(|m| m.len() > MAX_MIME_TYPE_LEN)
+                .as_deref()
+                .is_some_and(|m| !fields::mime_type_ok(m))
             {
                 return Err(format!(
                     "{at}: mimeType longer than {MAX_MIME_TYPE_LEN} characters"
@@ -79,6 +80,14 @@ impl StaticResources {
                 AccessConfig::Public => Access::Public,
                 AccessConfig::Protected => Access::Protected,
             };
+            // Its 403 challenge names them: bounded as a template's are.
+            if c.required_scopes.len() > MAX_REQUIRED_SCOPES
+                || c.required_scopes.iter().any(|s| s.len() > MAX_SCOPE_LEN)
+            {
+                return Err(format!(
+                    "{at}: at most {MAX_REQUIRED_SCOPES} requiredScopes of at most {MAX_SCOPE_LEN} characters"
+                ));
+            }
             if access == Access::Public && !c.required_scopes.is_empty() {
                 return Err(format!("{at}: requiredScopes on a public resource"));
             }

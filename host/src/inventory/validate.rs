@@ -4,7 +4,8 @@
 //! the log only ("Invalid or oversized callback results fail with a generic
 //! protocol error.").
 
-use crate::config::{MAX_KEY_LEN, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN};
+use crate::config::{MAX_KEY_LEN, MAX_URI_LEN};
+use crate::fields;
 use crate::runtime::GuestPage;
 use crate::uri_template::UriTemplate;
 use std::collections::HashSet;
@@ -64,17 +65,6 @@ pub enum PageViolation {
     MimeTypeLength { index: usize },
 }
 
-/// Length as the seed's JavaScript framework counts it (UTF-16 code units).
-fn js_len(s: &str) -> usize {
-    // Every UTF-8 byte sequence of n bytes is at most n UTF-16 units: only
-    // count when the byte length could exceed the limit.
-    s.encode_utf16().count()
-}
-
-fn within(s: &str, max: usize) -> bool {
-    s.len() <= max || js_len(s) <= max
-}
-
 /// Check one guest page. `page_uris` holds the URIs already on the page being
 /// built (across all sources on it); accepted URIs are added to it.
 pub fn validate_page(
@@ -119,8 +109,9 @@ pub fn validate_page(
         previous = Some(key);
         let r = entry;
         // "Metadata permits only uri (at most 2,048 characters), name (at most
-        // 512), and mimeType (at most 128)."
-        if !within(r.uri, MAX_URI_LEN) {
+        // 512), and mimeType (at most 128)." Counted as `resources/read`
+        // counts them (`crate::fields`).
+        if !fields::within(r.uri, MAX_URI_LEN) {
             return Err(PageViolation::UriLength { index });
         }
         // "Keep each URI unique across the source’s traversal and consistent
@@ -128,11 +119,11 @@ pub fn validate_page(
         if !template.matches(r.uri) {
             return Err(PageViolation::UriTemplate { index });
         }
-        if !within(r.name, MAX_NAME_LEN) {
+        if !fields::name_ok(r.name) {
             return Err(PageViolation::NameLength { index });
         }
         if let Some(m) = r.mime_type
-            && !within(m, MAX_MIME_TYPE_LEN)
+            && !fields::mime_type_ok(m)
         {
             return Err(PageViolation::MimeTypeLength { index });
         }

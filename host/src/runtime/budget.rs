@@ -1,6 +1,8 @@
 //! The limits of one guest call and the typed ways a call can end badly.
 
+use super::bindings::emseepea::inventory::types::SourceError;
 use crate::config::BudgetConfig;
+use crate::guest_text::GuestText;
 use std::time::{Duration, Instant};
 
 /// The limits one guest call runs under.
@@ -26,12 +28,51 @@ impl Budget {
     }
 }
 
-/// A failure the guest reported itself (`source-error`). Messages are for the log only.
+/// A failure the guest reported itself (`source-error`). Messages are for
+/// the log only, and go there as `GuestText` (escaped, bounded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceFailure {
     NotFound,
     Unavailable(String),
     Failed(String),
+}
+
+impl From<SourceError> for SourceFailure {
+    fn from(e: SourceError) -> Self {
+        match e {
+            SourceError::NotFound => SourceFailure::NotFound,
+            SourceError::Unavailable(m) => SourceFailure::Unavailable(m),
+            SourceError::Failed(m) => SourceFailure::Failed(m),
+        }
+    }
+}
+
+impl SourceFailure {
+    /// The WIT case name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceFailure::NotFound => "not-found",
+            SourceFailure::Unavailable(_) => "unavailable",
+            SourceFailure::Failed(_) => "failed",
+        }
+    }
+
+    /// The guest's message (empty for not-found).
+    pub fn message(&self) -> &str {
+        match self {
+            SourceFailure::NotFound => "",
+            SourceFailure::Unavailable(m) | SourceFailure::Failed(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for SourceFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceFailure::NotFound => f.write_str("not-found"),
+            other => write!(f, "{}: {:?}", other.kind(), GuestText::new(other.message())),
+        }
+    }
 }
 
 /// How a guest call failed. Each variant is logged with the source name;
@@ -47,15 +88,18 @@ pub enum GuestError {
     MemoryCap(u64),
     #[error("stack overflow")]
     StackOverflow,
-    #[error("trap: {0}")]
+    #[error("trap: {:?}", GuestText::new(.0))]
     Trap(String),
     #[error("cancelled")]
     Cancelled,
-    #[error("invalid result: {0}")]
+    #[error("invalid result: {:?}", GuestText::new(.0))]
     InvalidResult(String),
-    #[error("instantiation failed: {0}")]
+    /// A `read` result over `max_read_bytes`, refused while lifting.
+    #[error("read result of at least {bytes} bytes is over the limit of {limit}")]
+    ResultTooLarge { bytes: usize, limit: usize },
+    #[error("instantiation failed: {:?}", GuestText::new(.0))]
     Instantiate(String),
-    #[error("source error: {0:?}")]
+    #[error("source error: {0}")]
     Source(SourceFailure),
 }
 
@@ -70,6 +114,7 @@ impl GuestError {
             GuestError::Trap(_) => "trap",
             GuestError::Cancelled => "cancelled",
             GuestError::InvalidResult(_) => "invalid_result",
+            GuestError::ResultTooLarge { .. } => "result_too_large",
             GuestError::Instantiate(_) => "instantiate",
             GuestError::Source(_) => "source_error",
         }

@@ -8,11 +8,15 @@
 //! Cancellation (`RequestScope::cancel`) and dropping the future both stop
 //! the guest at its next tick; a drop is logged by `CallLog`.
 
+use super::bindings::emseepea::inventory::types::SourceError;
 use super::budget::{Budget, DeadlineTrap, GuestError, MemoryCapTrap};
+use super::contents::ResultTooLarge;
 use super::host_state::{HostState, MemoryAccount};
 use super::loader::Source;
+use super::output;
 use super::page::LiftError;
 use super::scope::RequestScope;
+use crate::guest_text::GuestText;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -27,7 +31,9 @@ const TIMER_SLACK: Duration = Duration::from_millis(20);
 pub(crate) type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 impl Source {
-    /// Run `f` against a fresh instance of this source under a budget.
+    /// Run `f` against a fresh instance of this source under a budget. A
+    /// `source-error` the guest returned is `GuestError::Source` (so that
+    /// the call's log line says so).
     pub(crate) async fn call<R, F>(
         &self,
         scope: &RequestScope,
@@ -36,7 +42,11 @@ impl Source {
     ) -> Result<R, GuestError>
     where
         R: Send,
-        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
+        F: for<'a> FnOnce(
+                &'a mut Store<HostState>,
+                &'a Instance,
+            ) -> CallFuture<'a, Result<R, SourceError>>
+            + Send,
     {
         let budget = Budget::new(&self.budget, scope.deadline);
         let mut log = CallLog {
@@ -53,7 +63,8 @@ impl Source {
             r = tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run) => {
                 r.unwrap_or(Err(GuestError::DeadlineExceeded))
             }
-        };
+        }
+        .and_then(|r| r.map_err(|e| GuestError::Source(e.into())));
         log.finish(&result);
         result
     }
@@ -121,18 +132,15 @@ impl Source {
             store.data().memory.used(),
             std::sync::atomic::Ordering::Relaxed,
         );
-        forward_output(
-            &self.log_name,
-            &scope.request_id,
-            "stdout",
-            &stdout.contents(),
-        );
-        forward_output(
-            &self.log_name,
-            &scope.request_id,
-            "stderr",
-            &stderr.contents(),
-        );
+        for (stream, pipe) in [("stdout", &stdout), ("stderr", &stderr)] {
+            output::forward(
+                &self.output,
+                &self.log_name,
+                &scope.request_id,
+                stream,
+                &pipe.contents(),
+            );
+        }
         result
     }
 }
@@ -144,6 +152,12 @@ fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> 
     }
     if err.downcast_ref::<DeadlineTrap>().is_some() {
         return GuestError::DeadlineExceeded;
+    }
+    if let Some(e) = err.downcast_ref::<ResultTooLarge>() {
+        return GuestError::ResultTooLarge {
+            bytes: e.bytes,
+            limit: e.limit,
+        };
     }
     if let Some(e) = err.downcast_ref::<LiftError>() {
         return GuestError::InvalidResult(e.to_string());
@@ -158,17 +172,9 @@ fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> 
         Some(Trap::StackOverflow) => GuestError::StackOverflow,
         Some(Trap::Interrupt) => GuestError::DeadlineExceeded,
         Some(trap) => GuestError::Trap(trap.to_string()),
+        // The message may carry guest text (names from its name section):
+        // `GuestError`'s Display bounds and escapes it.
         None => GuestError::Trap(crate::config::one_line(&format!("{err:#}"))),
-    }
-}
-
-fn forward_output(source: &str, request_id: &str, stream: &str, bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    let text = String::from_utf8_lossy(bytes);
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        tracing::info!(target: "guest", source, request_id, stream, "{line}");
     }
 }
 
@@ -194,13 +200,19 @@ impl CallLog<'_> {
                 elapsed_us,
                 "guest call ok"
             ),
-            Err(GuestError::Source(failure)) => tracing::info!(
-                source = self.source,
-                call = self.what,
-                request_id = self.request_id,
-                elapsed_us,
-                "guest call returned source-error: {failure:?}"
-            ),
+            Err(GuestError::Source(failure)) => {
+                let message = GuestText::new(failure.message());
+                tracing::info!(
+                    source = self.source,
+                    call = self.what,
+                    request_id = self.request_id,
+                    elapsed_us,
+                    kind = failure.kind(),
+                    message = ?message,
+                    message_len = message.len(),
+                    "guest call returned source-error"
+                )
+            }
             Err(e) => tracing::warn!(
                 source = self.source,
                 call = self.what,

@@ -2,7 +2,12 @@
 //! validated once at startup and fixed until restart.
 
 use super::bindings::emseepea::inventory::types::{self as wit};
-use crate::config::MAX_MIME_TYPE_LEN;
+use crate::config::{
+    MAX_DESCRIPTION_LEN, MAX_MIME_TYPE_LEN, MAX_REQUIRED_SCOPES, MAX_SCOPE_LEN,
+    MAX_TEMPLATE_NAME_LEN as MAX_NAME, MAX_TITLE_LEN,
+};
+use crate::fields;
+use crate::guest_text::GuestText;
 use crate::uri_template::UriTemplate;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,11 +29,6 @@ pub struct SourceDefinition {
     pub discoverable: bool,
 }
 
-const MAX_NAME: usize = 64;
-const MAX_TITLE: usize = 512;
-const MAX_DESCRIPTION: usize = 4096;
-const MAX_SCOPE: usize = 128;
-
 impl SourceDefinition {
     /// Validate what `describe()` returned; `lists` is whether the component
     /// exports `inventory`.
@@ -42,32 +42,46 @@ impl SourceDefinition {
         {
             return Err(format!(
                 "template name {:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]",
-                t.name
+                GuestText::new(&t.name)
             ));
         }
         if t.uri_template.len() > crate::config::MAX_URI_LEN {
             return Err("uri-template is longer than 2048 characters".into());
         }
-        let uri_template = UriTemplate::parse(&t.uri_template)
-            .map_err(|e| format!("uri-template {:?} does not parse: {e}", t.uri_template))?;
+        let uri_template = UriTemplate::parse(&t.uri_template).map_err(|e| {
+            format!(
+                "uri-template {:?} does not parse: {}",
+                GuestText::new(&t.uri_template),
+                GuestText::new(&e.to_string())
+            )
+        })?;
         if uri_template.expression_count() == 0 {
             return Err(format!(
                 "uri-template {:?} has no expression",
-                t.uri_template
+                GuestText::new(&t.uri_template)
             ));
         }
-        check_len("title", t.title.as_deref(), MAX_TITLE)?;
-        check_len("description", t.description.as_deref(), MAX_DESCRIPTION)?;
+        check_len("title", t.title.as_deref(), MAX_TITLE_LEN)?;
+        check_len("description", t.description.as_deref(), MAX_DESCRIPTION_LEN)?;
         check_len("mime-type", t.mime_type.as_deref(), MAX_MIME_TYPE_LEN)?;
+        // Every 401/403 challenge for the template names its scopes: bounded
+        // so that the header stays small (`config::MAX_CHALLENGE_BYTES`).
+        if t.required_scopes.len() > MAX_REQUIRED_SCOPES {
+            return Err(format!(
+                "{} required scopes; at most {MAX_REQUIRED_SCOPES} are allowed",
+                t.required_scopes.len()
+            ));
+        }
         for scope in &t.required_scopes {
             if scope.is_empty()
-                || scope.len() > MAX_SCOPE
+                || scope.len() > MAX_SCOPE_LEN
                 || !scope
                     .bytes()
                     .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
             {
                 return Err(format!(
-                    "required scope {scope:?} must be 1..={MAX_SCOPE} printable ASCII characters without spaces or quotes"
+                    "required scope {:?} must be 1..={MAX_SCOPE_LEN} printable ASCII characters without spaces or quotes",
+                    GuestText::new(scope)
                 ));
             }
         }
@@ -107,7 +121,7 @@ impl SourceDefinition {
 
 fn check_len(what: &str, value: Option<&str>, max: usize) -> Result<(), String> {
     match value {
-        Some(v) if v.encode_utf16().count() > max => {
+        Some(v) if !fields::within(v, max) => {
             Err(format!("{what} is longer than {max} characters"))
         }
         _ => Ok(()),

@@ -6,15 +6,20 @@ use super::bindings::emseepea::inventory::types::{
     CallContext, ResourceContents, SourceError, Template,
 };
 use super::bindings::exports::emseepea::inventory::template;
-use super::budget::{GuestError, SourceFailure};
+use super::budget::GuestError;
 use super::cache::{CacheOutcome, ComponentCache, sha256_hex};
 use super::capabilities::{ServerCapabilities, SourceCapabilities};
+use super::contents::{GuestContents, with_read_bound};
 use super::definition::SourceDefinition;
 use super::engine::Runtime;
 use super::host_state::HostState;
 use super::page::GuestPage;
 use super::scope::RequestScope;
-use crate::config::{BudgetConfig, Config, STARTUP_CALL_DURATION_MS, SourceManifest, check_budget};
+use crate::config::{
+    BudgetConfig, Config, MAX_CHALLENGE_SCOPES_BYTES, STARTUP_CALL_DURATION_MS, SourceManifest,
+    check_budget,
+};
+use crate::guest_text::GuestText;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +30,11 @@ use wasmtime::{AsContextMut, Store};
 /// (`page::GuestPage`) rather than the bindgen `InventoryPage`.
 type ListFunc<'a> =
     TypedFunc<(Option<&'a str>, u32, &'a CallContext), (Result<GuestPage, SourceError>,)>;
+
+/// `read` as the host calls it: the result is lifted through the read's
+/// byte bound (`contents::GuestContents`) rather than as bindgen's
+/// `Vec<ResourceContents>`.
+type ReadFunc<'a> = TypedFunc<(&'a str, &'a CallContext), (Result<GuestContents, SourceError>,)>;
 
 /// Look up `list` with its signature checked (a mismatch is a wasmtime
 /// "type mismatch" error, reported at startup as a wrong world).
@@ -66,8 +76,12 @@ pub struct Source {
     pub(crate) pre: InstancePre<HostState>,
     pub(crate) capabilities: SourceCapabilities,
     template: template::GuestIndices,
+    /// The template's `read` export.
+    read: ComponentExportIndex,
     /// The `list` export, if the component exports `inventory`.
     list: Option<ComponentExportIndex>,
+    /// This source's share of the log for its stdout/stderr.
+    pub(crate) output: super::output::OutputLimiter,
     /// Fuel and memory (linear memories + host buffers) of the last finished
     /// call, for benchmarks and capacity planning.
     pub last_fuel_used: std::sync::atomic::AtomicU64,
@@ -81,14 +95,6 @@ impl std::fmt::Debug for Source {
             .field("file", &self.file)
             .finish()
     }
-}
-
-fn source_error(e: SourceError) -> GuestError {
-    GuestError::Source(match e {
-        SourceError::NotFound => SourceFailure::NotFound,
-        SourceError::Unavailable(m) => SourceFailure::Unavailable(m),
-        SourceError::Failed(m) => SourceFailure::Failed(m),
-    })
 }
 
 impl Source {
@@ -110,29 +116,33 @@ impl Source {
                 if let Some(list) = &list {
                     list_func(&mut *store, instance, list)?;
                 }
-                guest.call_describe(&mut *store).await
+                guest.call_describe(&mut *store).await.map(Ok)
             })
         })
         .await
     }
 
-    /// Call the guest's `read`. The result is the guest's, unvalidated.
+    /// Call the guest's `read`. A result over `max_bytes` (counted as
+    /// `contents` does) is refused while lifting, before it is copied
+    /// (`GuestError::ResultTooLarge`); otherwise it is the guest's, unvalidated.
     pub async fn read(
         &self,
         uri: &str,
         context: CallContext,
         scope: &RequestScope,
+        max_bytes: usize,
     ) -> Result<Vec<ResourceContents>, GuestError> {
-        let idx = self.template.clone();
+        let read = self.read;
         let uri = uri.to_owned();
         self.call(scope, "read", move |store, instance| {
             Box::pin(async move {
-                let guest = idx.load(&mut *store, instance)?;
-                guest.call_read(&mut *store, &uri, &context).await
+                let func: ReadFunc = instance.get_typed_func(&mut *store, read)?;
+                let call = func.call_async(&mut *store, (&uri, &context));
+                let (result,) = with_read_bound(max_bytes, call).await?;
+                Ok(result.map(|contents| contents.0))
             })
         })
-        .await?
-        .map_err(source_error)
+        .await
     }
 
     /// Call the guest's `list`. The page is the guest's, unvalidated.
@@ -162,8 +172,7 @@ impl Source {
                 })
             },
         )
-        .await?
-        .map_err(source_error)
+        .await
     }
 }
 
@@ -229,6 +238,15 @@ impl SourceSet {
                     ),
                 ));
             }
+            let scopes = joined_scopes_len(sources.iter().map(|s| &**s).chain([&source]));
+            if scopes > MAX_CHALLENGE_SCOPES_BYTES {
+                return Err(LoadError::new(
+                    &file,
+                    format!(
+                        "the required scopes of all sources together would take {scopes} bytes of a WWW-Authenticate challenge; at most {MAX_CHALLENGE_SCOPES_BYTES} are allowed"
+                    ),
+                ));
+            }
             tracing::info!(
                 source = source.name(), file = %source.file.display(), cache = %source.cache,
                 lists = source.lists(), "source registered"
@@ -249,6 +267,18 @@ impl SourceSet {
     pub fn any_lists(&self) -> bool {
         self.sources.iter().any(|s| s.lists())
     }
+}
+
+/// The length of the distinct scopes of `sources`, space-separated: the
+/// `scope` of an anonymous listing's challenge.
+fn joined_scopes_len<'a>(sources: impl Iterator<Item = &'a Source>) -> usize {
+    let all: std::collections::BTreeSet<&str> = sources
+        .flat_map(|s| s.definition.required_scopes.iter().map(String::as_str))
+        .collect();
+    all.iter()
+        .map(|s| s.len() + 1)
+        .sum::<usize>()
+        .saturating_sub(1)
 }
 
 fn fingerprint(sources: &[Arc<Source>]) -> [u8; 32] {
@@ -310,6 +340,10 @@ async fn load_one(
             ),
         )
     })?;
+    let read = component
+        .get_export_index(None, "emseepea:inventory/template@0.1.0")
+        .and_then(|t| component.get_export_index(Some(&t), "read"))
+        .ok_or_else(|| LoadError::new(file, "bad template export: no `read`"))?;
     let list = component
         .get_export_index(None, "emseepea:inventory/inventory@0.1.0")
         .map(|inventory| {
@@ -335,7 +369,9 @@ async fn load_one(
         pre,
         capabilities,
         template,
+        read,
         list,
+        output: super::output::OutputLimiter::new(),
         last_fuel_used: Default::default(),
         last_memory_bytes: Default::default(),
     };
@@ -347,7 +383,7 @@ async fn load_one(
     );
     let described = source.describe(&scope).await.map_err(|e| match e {
         GuestError::Trap(m) if m.contains("type mismatch") || m.contains("expected") => {
-            LoadError::new(file, format!("exports emseepea:inventory with the wrong signatures (wrong world or version?): {m}"))
+            LoadError::new(file, format!("exports emseepea:inventory with the wrong signatures (wrong world or version?): {:?}", GuestText::new(&m)))
         }
         e => LoadError::new(file, format!("describe() failed: {e}")),
     })?;

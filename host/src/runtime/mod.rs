@@ -16,15 +16,18 @@ mod budget;
 mod cache;
 mod call;
 pub mod capabilities;
+mod contents;
 mod definition;
 mod engine;
 mod host_state;
 mod loader;
+mod output;
 mod page;
 mod scope;
 
 pub use budget::{Budget, GuestError, SourceFailure};
 pub use cache::CacheOutcome;
+pub use contents::GuestContents;
 pub use definition::{Access, SourceDefinition};
 pub use engine::Runtime;
 pub use loader::{LoadError, Source, SourceSet};

@@ -23,6 +23,7 @@ pub mod network;
 pub mod send;
 
 use crate::config::HttpGrantLimits;
+use crate::guest_text::GuestText;
 use http_body_util::BodyExt;
 use network::Network;
 use std::net::{IpAddr, SocketAddr};
@@ -266,7 +267,7 @@ impl WasiHttpHooks for EgressHooks {
         let source = self.source.clone();
         let uri = request.uri().clone();
         let Some(origin) = self.allowed(&uri) else {
-            tracing::warn!(source = %source, %uri, "outbound request denied: origin not in the source's http grant");
+            tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: origin not in the source's http grant");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
         let limits = self.grants.limits;
@@ -281,13 +282,13 @@ impl WasiHttpHooks for EgressHooks {
                 .unwrap_or(Err(EgressError::Timeout(cap)));
             let (response, io) = outcome.map_err(|e| {
                 if e.is_refusal() {
-                    tracing::warn!(source = %source, %uri, "outbound request denied: {e}");
+                    tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: {e}");
                 } else {
-                    tracing::warn!(source = %source, %uri, "outbound request failed: {e}");
+                    tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request failed: {e}");
                 }
                 e.for_guest()
             })?;
-            tracing::debug!(source = %source, %uri, status = response.status().as_u16(), "outbound request");
+            tracing::debug!(source = %source, uri = ?GuestText::new(&uri.to_string()), status = response.status().as_u16(), "outbound request");
             let response = response.map(|b| {
                 capped(
                     b.boxed_unsync(),

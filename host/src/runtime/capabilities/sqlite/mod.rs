@@ -21,6 +21,7 @@ mod policy;
 mod pool;
 
 use crate::config::{Config, DatabaseConfig};
+use crate::guest_text::GuestText;
 use crate::runtime::bindings::emseepea::inventory::sqlite::{
     Error, Host, HostConnection, Rows, Value,
 };
@@ -308,7 +309,7 @@ impl HostConnection for HostState {
             .find(|d| d.label == label)
             .cloned()
         else {
-            tracing::warn!(database = %label, "guest asked for a database it was not granted");
+            tracing::warn!(database = %GuestText::new(&label), "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
         let limits = match self.capabilities.sqlite.take_share(&mut self.memory) {
