@@ -16,6 +16,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod auth;
 pub mod check;
 pub mod config;
+#[cfg(test)]
+mod fuzz;
 pub mod http_client;
 pub mod inventory;
 pub mod mcp;
