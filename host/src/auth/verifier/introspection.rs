@@ -89,3 +89,6 @@ impl Introspector {
         })
     }
 }
+
+#[cfg(test)]
+mod props;

@@ -252,3 +252,6 @@ impl JwtVerifier {
         }
     }
 }
+
+#[cfg(test)]
+mod props;

@@ -108,6 +108,9 @@ pub fn principal_from_claims(
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
