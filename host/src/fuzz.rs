@@ -64,11 +64,29 @@ pub fn text() -> impl Strategy<Value = String> {
     ]
 }
 
-/// A JSON object whose `keys` (when present) have arbitrary values, plus
-/// arbitrary other members.
-pub fn object_with(keys: &'static [&'static str]) -> impl Strategy<Value = Map<String, Value>> {
-    let known = proptest::collection::vec(proptest::option::of(json(3)), keys.len());
-    let extra = proptest::collection::btree_map(text(), json(2), 0..4);
+/// A claim-like value: mostly a string, else a number near today's Unix
+/// time, else any JSON at all.
+pub fn claim() -> impl Strategy<Value = Value> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    prop_oneof![
+        3 => text().prop_map(Value::String),
+        1 => (-100_000i64..100_000).prop_map(move |d| Value::from(now + d)),
+        1 => (-100_000i64..100_000).prop_map(move |d| Value::from((now + d) as f64 + 0.5)),
+        2 => json(3),
+    ]
+}
+
+/// A JSON object holding each of `keys` with probability `presence` (with
+/// a [`claim`] value), plus arbitrary other members.
+pub fn object_with(
+    keys: &'static [&'static str],
+    presence: f64,
+) -> impl Strategy<Value = Map<String, Value>> {
+    let known =
+        proptest::collection::vec(proptest::option::weighted(presence, claim()), keys.len());
+    let extra = proptest::collection::btree_map(text(), json(2), 0..3);
     (known, extra).prop_map(move |(known, extra)| {
         let mut m: Map<String, Value> = extra.into_iter().collect();
         for (k, v) in keys.iter().zip(known) {

@@ -103,7 +103,7 @@ proptest! {
     fn prop_arbitrary_header_json(
         header in prop_oneof![
             json(3).prop_map(|v| serde_json::to_vec(&v).unwrap()),
-            object_with(&["alg", "typ", "kid", "cty", "crit", "jwk", "x5c", "enc", "zip"])
+            object_with(&["alg", "typ", "kid", "cty", "crit", "jwk", "x5c", "enc", "zip"], 0.5)
                 .prop_map(|m| serde_json::to_vec(&m).unwrap()),
             (prop_oneof![Just("HS256"), Just("none"), Just("RS256"), Just("HS512"), Just("hs256"), Just("ES256")],
              proptest::option::of(prop_oneof![Just(json!(null)), Just(json!("k")), Just(json!(1))]))
@@ -134,8 +134,8 @@ proptest! {
     /// invalid token. Never a panic.
     #[test]
     fn prop_signed_claims_of_any_shape(
-        overrides in object_with(&["iss", "aud", "exp", "nbf", "iat", "sub", "client_id", "azp", "scope", "scp"]),
-        removed in proptest::sample::subsequence(vec!["iss", "aud", "exp", "sub", "client_id"], 0..=2),
+        overrides in object_with(&["iss", "aud", "exp", "nbf", "iat", "sub", "client_id", "azp", "scope", "scp"], 0.12),
+        removed in proptest::sample::subsequence(vec!["iss", "aud", "exp", "sub", "client_id"], 0..=1),
     ) {
         if time_is_up() { return Ok(()); }
         let mut claims = good_claims();
