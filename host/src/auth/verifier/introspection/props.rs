@@ -85,6 +85,25 @@ fn an_active_token_verifies() {
     assert_eq!(v.principal.subject.as_deref(), Some("alice"));
 }
 
+/// An `exp` in the past is expired whether it is written as an integer, a
+/// fraction or a negative number (found by prop_any_introspection_answer:
+/// only integers were read, anything else counted as "no exp").
+#[test]
+fn a_past_exp_of_any_numeric_form_is_expired() {
+    let past = now() - 600;
+    for exp in [json!(past), json!(past as f64 + 0.5), json!(-5)] {
+        let mut m = active();
+        m.insert("exp".into(), exp.clone());
+        let r = introspect(200, serde_json::to_vec(&m).unwrap());
+        assert!(matches!(r, Err(VerifyError::Invalid(_))), "exp {exp}");
+    }
+    let future = now() + 600;
+    let mut m = active();
+    m.insert("exp".into(), json!(future as f64 + 0.5));
+    let v = introspect(200, serde_json::to_vec(&m).unwrap()).unwrap();
+    assert_eq!(v.expires_at, future);
+}
+
 proptest! {
     /// Whatever the introspection endpoint answers, the token is either
     /// accepted by every rule (active, issuer, audience, expiry, subject)
@@ -120,8 +139,10 @@ proptest! {
                     _ => false,
                 };
                 prop_assert!(aud_ok);
-                prop_assert!(m.get("exp").and_then(Value::as_u64).is_none_or(|e| e > now() - 5));
+                let exp = m.get("exp").and_then(Value::as_f64);
+                prop_assert!(exp.is_none_or(|e| e > (now() - 5) as f64), "exp {:?}", exp);
                 prop_assert!(v.expires_at <= now() + 3600);
+                prop_assert!(exp.is_none_or(|e| v.expires_at as f64 <= e), "cached past exp {:?}", exp);
                 if let Some(s) = &v.principal.subject {
                     prop_assert!(crate::auth::valid_subject(s));
                 }

@@ -77,6 +77,22 @@ fn a_well_formed_token_verifies() {
     assert_eq!(v.principal.scopes, ["a", "b"]);
 }
 
+/// RFC 7519 NumericDates may be fractional; the expiry the cache uses is
+/// the one checked (found by prop_signed_claims_of_any_shape: a fractional
+/// `exp` verified with an expiry of 0).
+#[test]
+fn a_fractional_exp_is_a_numeric_date() {
+    let mut claims = good_claims();
+    let exp = now() + 600;
+    claims.insert("exp".into(), json!(exp as f64 + 0.5));
+    let v = verify(&signed(
+        &good_header(),
+        &serde_json::to_vec(&claims).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(v.expires_at, exp);
+}
+
 fn is_invalid(r: &Result<Verified, VerifyError>) -> bool {
     matches!(r, Err(VerifyError::Invalid(_)))
 }
@@ -153,7 +169,10 @@ proptest! {
                     _ => false,
                 };
                 prop_assert!(aud_ok, "aud {:?}", claims.get("aud"));
-                let exp = claims.get("exp").and_then(Value::as_u64);
+                // A NumericDate, possibly fractional; the cache keeps the whole seconds.
+                let exp = claims.get("exp").and_then(|e| {
+                    e.as_u64().or_else(|| e.as_f64().filter(|f| *f >= 0.0).map(|f| f.floor() as u64))
+                });
                 prop_assert!(exp.is_some_and(|e| e + LEEWAY_S + 5 >= now()), "exp {:?}", claims.get("exp"));
                 prop_assert_eq!(Some(v.expires_at), exp);
                 match claims.get("sub") {
