@@ -664,9 +664,36 @@ pub fn check_budget(what: &str, budget: &BudgetConfig, max_memory: u64) -> Resul
 }
 
 impl SourceManifest {
-    pub fn load(path: &Path) -> Result<SourceManifest, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        toml::from_str(&text).map_err(|e| one_line(&e.to_string()))
+    pub fn load(path: &Path) -> Result<SourceManifest, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: one_line(&e.to_string()),
+        })
+    }
+}
+
+impl ConfigError {
+    /// The file at fault.
+    pub fn path(&self) -> &Path {
+        match self {
+            ConfigError::Read { path, .. }
+            | ConfigError::Parse { path, .. }
+            | ConfigError::Invalid { path, .. } => path,
+        }
+    }
+
+    /// What is wrong with it, without the file name.
+    pub fn reason(&self) -> String {
+        match self {
+            ConfigError::Read { source, .. } => source.to_string(),
+            ConfigError::Parse { message, .. } | ConfigError::Invalid { message, .. } => {
+                message.clone()
+            }
+        }
     }
 }
 
@@ -674,6 +701,9 @@ impl SourceManifest {
 pub fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {

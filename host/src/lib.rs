@@ -18,6 +18,8 @@ pub mod check;
 pub mod config;
 pub mod fields;
 pub mod guest_text;
+#[cfg(test)]
+mod fuzz;
 pub mod http_client;
 pub mod inventory;
 pub mod mcp;

@@ -4,6 +4,7 @@
 //! - `cargo xtask clients` install the real MCP clients the end-to-end tests drive
 //! - `cargo xtask demo`    build, seed the demo databases, serve, print a token and a call
 //! - `cargo xtask test`    everything CI runs
+//! - `cargo xtask fuzz`    the property tests (`prop_*`) with many more cases
 //! - `cargo xtask bench`   the criterion benchmarks behind BENCHMARKS.md
 //! - `cargo xtask load`    the HTTP load driver behind BENCHMARKS.md
 //! - `cargo xtask soak`    a bounded, self-stopping mixed load: every answer checked, RSS sampled
@@ -66,10 +67,11 @@ fn main() -> ExitCode {
         Some("clients") => clients(),
         Some("demo") => demo(),
         Some("test") => test(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("load") => load(),
         Some("soak") => soak(),
-        _ => Err("usage: cargo xtask <guests|clients|demo|test|bench|load|soak>".into()),
+        _ => Err("usage: cargo xtask <guests|clients|demo|test|fuzz|bench|load|soak>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -473,6 +475,69 @@ fn test(extra: &[String]) -> Result {
             .args(extra))?;
     }
     Ok(())
+}
+
+/// Cases per property in `cargo xtask fuzz` (CI runs proptest's 256).
+const FUZZ_CASES: u64 = 100_000;
+/// Seconds each property may explore before its remaining cases pass
+/// without work (the host's `crate::fuzz::SECONDS_VAR`).
+const FUZZ_SECONDS: u64 = 120;
+/// A property still running this long after its time cap is hung: nextest
+/// stops it and reports it as failed. Generous, because after the cap
+/// proptest still generates (and skips) the remaining cases: up to a minute
+/// for 100,000 JSON documents on a busy machine.
+const FUZZ_HANG_GRACE_S: u64 = 300;
+/// Bound on the time proptest spends shrinking a failing input.
+const FUZZ_SHRINK_MS: u64 = 60_000;
+
+/// `cargo xtask fuzz [--cases N] [--seconds S] [NEXTEST ARGS]`: every
+/// property test of the host crate (by convention named `prop_*`), with
+/// `N` cases each and at most `S` seconds of exploration per property. A
+/// failing input is shrunk and saved under host/proptest-regressions/
+/// (commit it: later runs, CI included, replay it first).
+fn fuzz(args: &[String]) -> Result {
+    let mut cases = FUZZ_CASES;
+    let mut seconds = FUZZ_SECONDS;
+    let mut rest: Vec<String> = Vec::new();
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
+        let mut number = |name: &str| -> Result<u64> {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} needs a number"))
+        };
+        match a.as_str() {
+            "--cases" => cases = number("--cases")?,
+            "--seconds" => seconds = number("--seconds")?,
+            _ => rest.push(a.clone()),
+        }
+    }
+    // The per-property time cap needs nextest's process per test.
+    if !has_nextest() {
+        return Err("cargo xtask fuzz needs cargo-nextest (cargo install cargo-nextest)".into());
+    }
+    let root = root();
+    guests()?;
+    let profile = root.join("target/xtask/fuzz-nextest.toml");
+    std::fs::create_dir_all(profile.parent().unwrap()).map_err(|e| e.to_string())?;
+    std::fs::write(
+        &profile,
+        format!(
+            "[profile.fuzz]\nslow-timeout = {{ period = \"{}s\", terminate-after = 1 }}\nfail-fast = false\n",
+            seconds + FUZZ_HANG_GRACE_S
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", profile.display()))?;
+    run(cargo()
+        .current_dir(&root)
+        .env("PROPTEST_CASES", cases.to_string())
+        .env("PROPTEST_MAX_SHRINK_TIME", FUZZ_SHRINK_MS.to_string())
+        .env("EMSEEPEA_FUZZ_SECONDS", seconds.to_string())
+        .args(["nextest", "run", "-p", "emseepea", "--profile", "fuzz"])
+        .arg("--tool-config-file")
+        .arg(format!("xtask:{}", profile.display()))
+        .args(["-E", "test(/prop_/)"])
+        .args(rest))
 }
 
 /// The HTTP load driver (release build) behind BENCHMARKS.md.

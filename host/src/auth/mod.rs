@@ -185,6 +185,9 @@ fn origin_of(url: &str) -> String {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

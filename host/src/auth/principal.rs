@@ -53,6 +53,9 @@ pub fn valid_subject(subject: &str) -> bool {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

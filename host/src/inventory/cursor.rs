@@ -574,4 +574,196 @@ pub(crate) mod tests {
         clock.advance(TRAVERSAL_LIFETIME.as_millis() as u64 + 1);
         assert_eq!(k.open(&old, &alice()), Err(CursorError::UnknownKey));
     }
+
+    // Properties (`cargo xtask fuzz` runs them longer; see crate::fuzz).
+
+    use crate::auth::Principal;
+    use crate::config::MAX_KEY_LEN;
+    use crate::fuzz::time_is_up;
+    use crate::inventory::pager::cursor_binding;
+    use proptest::prelude::*;
+
+    const NOW: u64 = 1_000_000_000;
+    const LIFETIME_MS: u64 = TRAVERSAL_LIFETIME.as_millis() as u64;
+
+    fn position() -> impl Strategy<Value = Position> {
+        // Keys are 1..=256 printable ASCII ("Keys contain 1–256 printable
+        // ASCII characters"); the cursor carries any UTF-8 up to that size.
+        let key = prop_oneof!["[ -~]{1,256}", "\\PC{1,64}"]
+            .prop_filter("at most 256 bytes", |k| k.len() <= MAX_KEY_LEN);
+        prop_oneof![
+            any::<u32>().prop_map(|offset| Position::Static { offset }),
+            any::<u32>().prop_map(|offset| Position::Template { offset }),
+            (any::<u32>(), proptest::option::of(key))
+                .prop_map(|(index, after)| Position::Source { index, after }),
+        ]
+    }
+
+    fn live_state() -> impl Strategy<Value = CursorState> {
+        (0..LIFETIME_MS, position()).prop_map(|(age, position)| CursorState {
+            started_ms: NOW - age,
+            position,
+        })
+    }
+
+    /// Principals drawn from tiny alphabets, so that two draws are often
+    /// equal or differ by one character, one scope, or where a field ends.
+    fn principal() -> impl Strategy<Value = Option<Principal>> {
+        let field = "[ab]{0,3}";
+        proptest::option::weighted(
+            0.9,
+            (
+                proptest::option::of(field),
+                field,
+                proptest::collection::vec(field, 0..3),
+                proptest::option::of(prop_oneof![Just("r"), Just("r/"), Just("s")]),
+            )
+                .prop_map(|(subject, client, scopes, audience)| {
+                    Principal::new(subject, client, scopes, audience.map(String::from))
+                }),
+        )
+    }
+
+    fn keys_at(now: u64) -> (Arc<TestClock>, CursorKeys) {
+        let clock = Arc::new(TestClock(AtomicU64::new(now)));
+        (clock.clone(), CursorKeys::new(clock))
+    }
+
+    proptest! {
+        /// Every position and caller round-trips, at exactly the length the
+        /// pager budgets for, in the base64url alphabet.
+        #[test]
+        fn prop_any_state_round_trips(state in live_state(), p in principal(), fp in any::<[u8; 32]>()) {
+            if time_is_up() { return Ok(()); }
+            let (_, k) = keys_at(NOW);
+            let b = cursor_binding(p.as_ref(), &fp);
+            let c = k.seal(&state, &b);
+            prop_assert_eq!(c.len(), CursorKeys::encoded_len(&state.position));
+            prop_assert!(c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+            prop_assert_eq!(k.open(&c, &b), Ok(state));
+        }
+
+        /// Arbitrary text, of any characters or of the base64url alphabet,
+        /// never opens, whatever its length.
+        #[test]
+        fn prop_arbitrary_text_never_opens(
+            text in prop_oneof![".{0,700}", "[A-Za-z0-9_-]{0,700}", "\\PC{0,40}"],
+        ) {
+            if time_is_up() { return Ok(()); }
+            let (_, k) = keys_at(NOW);
+            prop_assert!(k.open(&text, &alice()).is_err());
+        }
+
+        /// Bytes that carry the live key's id but were not sealed by it fail
+        /// the tag check (or, if too short or too long, the format check).
+        #[test]
+        fn prop_forged_bytes_under_the_live_key_are_rejected(tail in proptest::collection::vec(any::<u8>(), 0..400)) {
+            if time_is_up() { return Ok(()); }
+            let (_, k) = keys_at(NOW);
+            let real = URL_SAFE_NO_PAD.decode(k.seal(&state(), &alice())).unwrap();
+            let mut forged = real[..5].to_vec();
+            forged.extend_from_slice(&tail);
+            let text = URL_SAFE_NO_PAD.encode(&forged);
+            let expected = if forged.len() < HEADER + TAG + 9 || text.len() > 512 {
+                CursorError::Format
+            } else {
+                CursorError::Tag
+            };
+            prop_assert_eq!(k.open(&text, &alice()), Err(expected));
+        }
+
+        /// Any single-bit flip of any valid cursor's bytes, and any change of
+        /// one of its characters, is rejected.
+        #[test]
+        fn prop_any_single_change_is_rejected(
+            state in live_state(),
+            p in principal(),
+            bit in any::<prop::sample::Index>(),
+            at in any::<prop::sample::Index>(),
+            replacement in "[A-Za-z0-9_-]",
+        ) {
+            if time_is_up() { return Ok(()); }
+            let (_, k) = keys_at(NOW);
+            let b = cursor_binding(p.as_ref(), &[3; 32]);
+            let c = k.seal(&state, &b);
+            let mut raw = URL_SAFE_NO_PAD.decode(&c).unwrap();
+            let i = bit.index(raw.len() * 8);
+            raw[i / 8] ^= 1 << (i % 8);
+            prop_assert!(k.open(&URL_SAFE_NO_PAD.encode(&raw), &b).is_err(), "bit {}", i);
+            let i = at.index(c.len());
+            if c[i..i + 1] != replacement {
+                let edited = format!("{}{}{}", &c[..i], replacement, &c[i + 1..]);
+                prop_assert!(k.open(&edited, &b).is_err(), "character {}", i);
+            }
+        }
+
+        /// "Cursors bind the caller identity, subject, permissions, resource
+        /// audience, registered sources": a cursor opens for exactly the
+        /// caller and source set it was sealed for (anonymous included).
+        #[test]
+        fn prop_a_cursor_opens_only_for_its_own_caller(
+            state in live_state(),
+            (p1, p2) in (principal(), principal()),
+            (fp1, fp2) in (0u8..2, 0u8..2),
+        ) {
+            if time_is_up() { return Ok(()); }
+            let (_, k) = keys_at(NOW);
+            let c = k.seal(&state, &cursor_binding(p1.as_ref(), &[fp1; 32]));
+            let opened = k.open(&c, &cursor_binding(p2.as_ref(), &[fp2; 32]));
+            if p1 == p2 && fp1 == fp2 {
+                prop_assert_eq!(opened, Ok(state));
+            } else {
+                prop_assert_eq!(opened, Err(CursorError::Tag), "{:?} opened for {:?}", p1, p2);
+            }
+        }
+
+        /// A traversal opens from its first page until 15 minutes later, and
+        /// never when it claims to start (more than a minute) in the future.
+        #[test]
+        fn prop_expiry_follows_the_start(
+            started_ms in 0u64..(1 << 50),
+            now in 0u64..(1 << 50),
+            edge in 0u8..3,
+            near in -70_000i64..70_000,
+        ) {
+            if time_is_up() { return Ok(()); }
+            // Two thirds of the cases within ±70 s of the start or the end.
+            let now = match edge {
+                0 => now,
+                1 => started_ms.saturating_add_signed(near),
+                _ => (started_ms + LIFETIME_MS).saturating_add_signed(near),
+            };
+            let (_, k) = keys_at(now);
+            let state = CursorState { started_ms, position: Position::Static { offset: 0 } };
+            let c = k.seal(&state, &alice());
+            let live = now < started_ms + LIFETIME_MS && started_ms <= now + 60_000;
+            let expected = if live { Ok(state) } else { Err(CursorError::Expired) };
+            prop_assert_eq!(k.open(&c, &alice()), expected);
+        }
+
+        /// The plaintext decoder accepts only what the encoder writes: any
+        /// bytes it accepts re-encode to exactly those bytes.
+        #[test]
+        fn prop_plaintext_decoding_is_canonical(
+            bytes in prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..300),
+                (any::<u64>(), prop_oneof![Just(b'S'), Just(b'T'), Just(b'Q'), any::<u8>()], any::<u32>(),
+                 prop_oneof![Just(u16::MAX), 0u16..300, any::<u16>()],
+                 proptest::collection::vec(any::<u8>(), 0..300))
+                    .prop_map(|(t, kind, n, len, rest)| {
+                        let mut b = t.to_be_bytes().to_vec();
+                        b.push(kind);
+                        b.extend_from_slice(&n.to_be_bytes());
+                        b.extend_from_slice(&len.to_be_bytes());
+                        b.extend_from_slice(&rest);
+                        b
+                    }),
+            ],
+        ) {
+            if time_is_up() { return Ok(()); }
+            if let Some(state) = decode_state(&bytes) {
+                prop_assert_eq!(encode_state(&state), bytes);
+            }
+        }
+    }
 }

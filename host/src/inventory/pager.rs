@@ -579,7 +579,7 @@ mod tests {
         /// more than the page's remaining slots; inaccessible sources are
         /// never called.
         #[test]
-        fn the_cursor_loop_sees_everything_once(
+        fn prop_the_cursor_loop_sees_everything_once(
             sources in proptest::collection::vec((records(), prop_oneof![Just("a"), Just("b"), Just("c")]), 0..4),
             n_statics in 0usize..8,
             protected_every in 0usize..3,
@@ -587,6 +587,7 @@ mod tests {
             extra_bytes in 0usize..3000,
             caller_scopes in proptest::sample::subsequence(vec!["a", "b"], 0..=2),
         ) {
+            if crate::fuzz::time_is_up() { return Ok(()); }
             let calls = Arc::new(Mutex::new(Vec::new()));
             let mem: Vec<MemorySource> = sources.iter().enumerate()
                 .map(|(i, (r, s))| source(&format!("src{i}"), s, r.clone(), &calls)).collect();
@@ -647,6 +648,40 @@ mod tests {
                 let i: usize = name[3..].parse().unwrap();
                 prop_assert!(accessible[i], "an inaccessible source was called");
             }
+        }
+    }
+
+    proptest! {
+        /// "A cursor that fails any check gets one generic invalid cursor
+        /// error": any text that is not a cursor this pager sealed for this
+        /// caller is that error, before any guest is called.
+        #[test]
+        fn prop_any_foreign_cursor_is_the_one_invalid_cursor_error(
+            cursor in prop_oneof![
+                ".{0,600}",
+                "[A-Za-z0-9_-]{0,600}",
+                proptest::collection::vec(any::<u8>(), 0..400)
+                    .prop_map(|b| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, b)),
+            ],
+            other_pager in any::<bool>(),
+        ) {
+            if crate::fuzz::time_is_up() { return Ok(()); }
+            let calls = Arc::new(Mutex::new(Vec::new()));
+            let records: Vec<_> = (0..5).map(|i| (format!("k{i}"), format!("{i}"), "n".into())).collect();
+            let pager = pager_of(vec![source("src0", "a", records.clone(), &calls)], 2, 100_000);
+            // A real cursor, but sealed by another process's keys.
+            let cursor = if other_pager {
+                let other = pager_of(vec![source("src0", "a", records, &calls)], 2, 100_000);
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                rt.block_on(page_of(&other, &alice(), None)).unwrap().next_cursor.unwrap()
+            } else {
+                cursor
+            };
+            let before = calls.lock().unwrap().len();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let err = rt.block_on(page_of(&pager, &alice(), Some(&cursor))).unwrap_err();
+            prop_assert!(matches!(err, ListError::InvalidCursor(_)), "{}", err);
+            prop_assert_eq!(calls.lock().unwrap().len(), before, "a guest was called");
         }
     }
 

@@ -129,6 +129,9 @@ fn check_len(what: &str, value: Option<&str>, max: usize) -> Result<(), String> 
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

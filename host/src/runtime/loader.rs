@@ -302,7 +302,7 @@ async fn load_one(
     let manifest_path = file.with_extension("toml");
     let manifest = if manifest_path.is_file() {
         SourceManifest::load(&manifest_path)
-            .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?
+            .map_err(|e| LoadError::new(e.path(), format!("bad manifest: {}", e.reason())))?
     } else {
         SourceManifest::default()
     };

@@ -2,7 +2,7 @@
 //! credentials (HTTP Basic). Active tokens are cached until their `exp` by
 //! the shared token cache; the audience must name this server.
 
-use super::{Verified, VerifyError, principal_from_claims};
+use super::{Verified, VerifyError, numeric_date, principal_from_claims};
 use crate::config::Config;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -63,7 +63,7 @@ impl Introspector {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
-        let exp = claims.get("exp").and_then(Value::as_u64);
+        let exp = claims.get("exp").and_then(numeric_date);
         if exp.is_some_and(|e| e <= now) {
             return Err(VerifyError::Invalid("expired".into()));
         }
@@ -89,3 +89,6 @@ impl Introspector {
         })
     }
 }
+
+#[cfg(test)]
+mod props;

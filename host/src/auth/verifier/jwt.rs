@@ -9,7 +9,7 @@
 //! - An unknown `kid` refreshes a URL-based JWKS at most once per configured
 //!   interval, with a timeout.
 
-use super::{Verified, VerifyError, principal_from_claims};
+use super::{Verified, VerifyError, numeric_date, principal_from_claims};
 use crate::config::Config;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -213,7 +213,7 @@ impl JwtVerifier {
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
             .map_err(|e| VerifyError::Invalid(format!("{e}")))?;
-        let expires_at = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        let expires_at = data.claims.get("exp").and_then(numeric_date).unwrap_or(0);
         let principal = principal_from_claims(&data.claims, &self.subject_claim, &self.audience)?;
         Ok(Verified {
             principal,
@@ -252,3 +252,6 @@ impl JwtVerifier {
         }
     }
 }
+
+#[cfg(test)]
+mod props;

@@ -48,6 +48,14 @@ impl Verifier {
     }
 }
 
+/// An RFC 7519 NumericDate (`exp`) in whole seconds: integers as they are,
+/// fractions rounded down, negative numbers as 0 (long past); `None` for
+/// anything that is not a number.
+pub fn numeric_date(v: &Value) -> Option<u64> {
+    v.as_u64()
+        .or_else(|| v.as_f64().map(|f| f.max(0.0).floor() as u64))
+}
+
 /// Build the principal from verified claims: nothing but subject, client id,
 /// scopes and the audience the token was validated for.
 pub fn principal_from_claims(
@@ -106,6 +114,9 @@ pub fn principal_from_claims(
         Some(audience.to_owned()),
     ))
 }
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {

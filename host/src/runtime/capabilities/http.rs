@@ -54,18 +54,24 @@ impl Origin {
                 "{s:?}: give scheme://host[:port] only (no path, credentials or wildcards)"
             ));
         }
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || rest.starts_with('[') => {
-                (h, p.parse::<u16>().map_err(|_| format!("{s:?}: bad port"))?)
-            }
-            _ => (rest, default_port),
+        // Read as the egress check reads a request's URI (http::Uri), so a
+        // grant means exactly the origin it names.
+        let authority: http::uri::Authority = rest
+            .parse()
+            .map_err(|_| format!("{s:?}: not a host[:port]"))?;
+        let bracketed = authority.host();
+        let host = bracketed.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(format!("{s:?}: no host"));
+        }
+        // `Authority::port` drops a port it cannot read; refuse it instead.
+        let port = match rest[bracketed.len()..].strip_prefix(':') {
+            Some(p) => p.parse::<u16>().map_err(|_| format!("{s:?}: bad port"))?,
+            None => default_port,
         };
         Ok(Origin {
             scheme: scheme.into(),
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_ascii_lowercase(),
+            host: host.to_ascii_lowercase(),
             port,
         })
     }
@@ -306,6 +312,9 @@ impl WasiHttpHooks for EgressHooks {
 
 #[cfg(test)]
 mod egress_tests;
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {
