@@ -71,7 +71,8 @@ fn js_len(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-fn within(s: &str, max: usize) -> bool {
+/// Whether `s` is at most `max` characters as the seed counts them (UTF-16).
+pub(crate) fn within(s: &str, max: usize) -> bool {
     s.len() <= max || js_len(s) <= max
 }
 

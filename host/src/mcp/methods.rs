@@ -215,6 +215,7 @@ pub async fn call(
             .map_err(|e| {
                 match &e {
                     read::ReadError::NotFound
+                    | read::ReadError::UriTooLong
                     | read::ReadError::Unauthenticated { .. }
                     | read::ReadError::InsufficientScope { .. } => {}
                     _ => tracing::warn!(request_id = %ctx.id.raw(), "resources/read failed: {e}"),
