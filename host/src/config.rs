@@ -23,6 +23,8 @@ pub const TRAVERSAL_LIFETIME: Duration = Duration::from_secs(15 * 60);
 /// Entry limits from the seed ("Keys contain 1–256 printable ASCII characters",
 /// "uri (at most 2,048 characters), name (at most 512), and mimeType (at most 128)").
 pub const MAX_KEY_LEN: usize = 256;
+/// `MAX_URI_LEN` also bounds the `uri` of a `resources/read` request: a longer
+/// one is refused (invalid params) before any lookup or template matching.
 pub const MAX_URI_LEN: usize = 2048;
 pub const MAX_NAME_LEN: usize = 512;
 pub const MAX_MIME_TYPE_LEN: usize = 128;
@@ -63,6 +65,15 @@ pub const MAX_GUEST_OUTPUT_LINES_PER_CALL: usize = 20;
 /// Lines of guest output logged per source per second, over all its calls
 /// (both streams); the rest are suppressed and counted the same way.
 pub const MAX_GUEST_OUTPUT_LINES_PER_SECOND: usize = 100;
+/// The longest `uri-template` a source may register, in bytes. Matching a
+/// URI costs, per URI byte, one pass over a bitset of the template's states
+/// (at most this many + 1 bits, so 9 machine words) plus one step per
+/// expression: 512 bytes keep that to tens of operations a byte, whatever
+/// the template looks like, and leave room for any real template.
+pub const MAX_TEMPLATE_LEN: usize = 512;
+/// The most expressions (`{...}`, each with any number of variables) one
+/// `uri-template` may have. Each costs two steps per matched URI byte.
+pub const MAX_TEMPLATE_EXPRESSIONS: usize = 16;
 
 /// Default guest budget per call.
 pub const DEFAULT_FUEL: u64 = 500_000_000;

@@ -17,9 +17,9 @@ pub mod auth;
 pub mod check;
 pub mod config;
 pub mod fields;
-pub mod guest_text;
 #[cfg(test)]
 mod fuzz;
+pub mod guest_text;
 pub mod http_client;
 pub mod inventory;
 pub mod mcp;

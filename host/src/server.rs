@@ -30,6 +30,8 @@ pub async fn load(config: Config) -> anyhow::Result<Loaded> {
     let sources = SourceSet::load(runtime.clone(), &config).await?;
     let statics = StaticResources::load(&config.resources)
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
+    // A URI names exactly one owner, so a read reaches the source that listed it.
+    crate::inventory::ownership::check(&sources.sources, &statics, &config.file)?;
     let needs_auth = sources.any_lists()
         || sources
             .sources

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod cursor;
+pub mod ownership;
 pub mod pager;
 pub mod read;
 pub mod statics;

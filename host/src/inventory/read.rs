@@ -1,12 +1,16 @@
-//! `resources/read`: a static resource by exact URI, else the first source
-//! (registration order) whose template matches. Access is checked on every
-//! call: "A previously listed URI does not grant future read access."
+//! `resources/read`: a static resource by exact URI, else the source whose
+//! template matches (startup made sure at most one does: `ownership`).
+//! Access is checked on every call: "A previously listed URI does not grant
+//! future read access." A `uri` over 2,048 characters is refused first,
+//! before any lookup or matching: no listed URI can be that long.
 
 use super::access::may_access;
 use super::pager::call_context;
 use super::statics::{StaticContent, StaticResources};
 use crate::auth::Principal;
+use crate::config::MAX_URI_LEN;
 use crate::fields;
+use crate::fields::within;
 use crate::guest_text::GuestText;
 use crate::runtime::types::ResourceBody;
 use crate::runtime::{Access, GuestError, RequestScope, Source, SourceFailure};
@@ -16,6 +20,9 @@ use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The request's `uri` is longer than any listed URI may be.
+    #[error("uri longer than {MAX_URI_LEN} characters")]
+    UriTooLong,
     #[error("resource not found")]
     NotFound,
     /// Protected and no verified caller.
@@ -89,6 +96,10 @@ pub async fn read(
     scope: &RequestScope,
     max_bytes: usize,
 ) -> Result<Vec<ContentJson>, ReadError> {
+    // The rule listings apply (UTF-16 units), so every listed URI can be read.
+    if !within(uri, MAX_URI_LEN) {
+        return Err(ReadError::UriTooLong);
+    }
     if let Some(s) = statics.get(uri) {
         check_access(s.access, &s.required_scopes, principal)?;
         let (text, blob) = match &s.content {

@@ -277,6 +277,7 @@ impl From<ListError> for McpError {
 impl McpError {
     pub fn from_read(e: ReadError, uri: &str) -> Self {
         match e {
+            ReadError::UriTooLong => McpError::InvalidParams(e.to_string()),
             ReadError::NotFound => McpError::ResourceNotFound {
                 uri: uri.to_owned(),
             },

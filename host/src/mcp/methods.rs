@@ -198,6 +198,7 @@ async fn read_resource(ctx: &Ctx<'_>, params: &Map<String, Value>) -> Result<Rep
     .map_err(|e| {
         match &e {
             read::ReadError::NotFound
+            | read::ReadError::UriTooLong
             | read::ReadError::Unauthenticated { .. }
             | read::ReadError::InsufficientScope { .. } => {}
             _ => tracing::warn!(request_id = %ctx.id.raw(), "resources/read failed: {e}"),
