@@ -18,6 +18,7 @@ pub mod check;
 pub mod config;
 pub mod http_client;
 pub mod inventory;
+pub mod listener;
 pub mod mcp;
 pub mod runtime;
 pub mod server;

@@ -545,6 +545,7 @@ mod tests {
         RequestScope::new(
             std::time::Instant::now() + std::time::Duration::from_secs(60),
             "test",
+            crate::runtime::CallerKey::host(),
         )
     }
 

@@ -3,12 +3,48 @@
 //! Client-facing messages are generic; the detail was logged where it arose.
 
 use super::jsonrpc::*;
+use super::session::SessionRefused;
 use super::version::Version;
 use crate::auth::AuthError;
+use crate::config::RETRY_AFTER_S;
 use crate::inventory::{ListError, ReadError};
-use crate::runtime::GuestError;
+use crate::runtime::{GuestError, Overload};
 use http::StatusCode;
 use serde_json::{Value, json};
+
+/// The caller is over its fair share (guest calls, sessions): HTTP 429 with
+/// `Retry-After`. Retry later, or send fewer requests at once.
+pub const TOO_MANY_REQUESTS: i32 = -32050;
+/// The server (or the source asked) is at capacity: HTTP 503 with
+/// `Retry-After`. Nothing is wrong with the request; retry later.
+pub const SERVER_BUSY: i32 = -32051;
+
+/// Whose limit a refused request hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Busy {
+    /// The caller's own share: 429.
+    Caller,
+    /// The server's capacity: 503.
+    Server,
+}
+
+impl From<Overload> for Busy {
+    fn from(o: Overload) -> Self {
+        match o {
+            Overload::CallerOverShare => Busy::Caller,
+            Overload::SourceBusy | Overload::HostFull => Busy::Server,
+        }
+    }
+}
+
+impl From<SessionRefused> for Busy {
+    fn from(r: SessionRefused) -> Self {
+        match r {
+            SessionRefused::PrincipalQuota => Busy::Caller,
+            SessionRefused::Full => Busy::Server,
+        }
+    }
+}
 
 #[derive(Debug)]
 pub enum McpError {
@@ -39,6 +75,8 @@ pub enum McpError {
     },
     /// The request was cancelled: nothing is sent for it.
     Cancelled,
+    /// Over a fair share or at capacity: a fast answer the client may retry.
+    Busy(Busy),
 }
 
 impl McpError {
@@ -53,6 +91,8 @@ impl McpError {
             McpError::HeaderMismatch(_) => HEADER_MISMATCH,
             McpError::UnsupportedVersion { .. } => UNSUPPORTED_PROTOCOL_VERSION,
             McpError::ResourceNotFound { .. } => version.resource_not_found_code(),
+            McpError::Busy(Busy::Caller) => TOO_MANY_REQUESTS,
+            McpError::Busy(Busy::Server) => SERVER_BUSY,
             McpError::Internal
             | McpError::Unauthorized { .. }
             | McpError::Forbidden { .. }
@@ -75,6 +115,8 @@ impl McpError {
             McpError::Internal | McpError::Cancelled => "Internal error".into(),
             McpError::Unauthorized { .. } => "Unauthorized".into(),
             McpError::Forbidden { .. } => "Forbidden".into(),
+            McpError::Busy(Busy::Caller) => "Too many requests: retry later".into(),
+            McpError::Busy(Busy::Server) => "Server busy: retry later".into(),
         }
     }
 
@@ -84,6 +126,9 @@ impl McpError {
                 Some(json!({ "supported": Version::supported_strings(), "requested": requested }))
             }
             McpError::ResourceNotFound { uri } => Some(json!({ "uri": uri })),
+            // Also in the body: a batch item or a client that hides HTTP
+            // headers still learns when to come back.
+            McpError::Busy(_) => Some(json!({ "retryAfterMs": RETRY_AFTER_S * 1000 })),
             _ => None,
         }
     }
@@ -103,8 +148,15 @@ impl McpError {
             } => StatusCode::BAD_REQUEST,
             McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             McpError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            McpError::Busy(Busy::Caller) => StatusCode::TOO_MANY_REQUESTS,
+            McpError::Busy(Busy::Server) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::OK,
         }
+    }
+
+    /// The `Retry-After` (seconds) the HTTP answer carries, if any.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        matches!(self, McpError::Busy(_)).then_some(RETRY_AFTER_S)
     }
 }
 
@@ -112,6 +164,7 @@ impl From<GuestError> for McpError {
     fn from(e: GuestError) -> Self {
         match e {
             GuestError::Cancelled => McpError::Cancelled,
+            GuestError::Overloaded(o) => McpError::Busy(o.into()),
             _ => McpError::Internal,
         }
     }
@@ -173,5 +226,25 @@ mod tests {
         });
         assert_eq!(internal.message(), "Internal error");
         assert_eq!(internal.data(), None);
+    }
+
+    #[test]
+    fn overload_is_retryable_and_says_whose_limit() {
+        let v = Version::V2025_11_25;
+        let caller = McpError::from(GuestError::Overloaded(Overload::CallerOverShare));
+        assert_eq!(caller.status(v), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(caller.code(v), TOO_MANY_REQUESTS);
+        for o in [Overload::SourceBusy, Overload::HostFull] {
+            let e = McpError::from(GuestError::Overloaded(o));
+            assert_eq!(e.status(v), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(e.code(v), SERVER_BUSY);
+            assert_eq!(e.retry_after_s(), Some(RETRY_AFTER_S));
+        }
+        let listed = McpError::from(ListError::Guest {
+            source_name: "slow".into(),
+            error: GuestError::Overloaded(Overload::HostFull),
+        });
+        assert_eq!(listed.code(v), SERVER_BUSY);
+        assert_eq!(McpError::Internal.retry_after_s(), None);
     }
 }

@@ -2,6 +2,7 @@
 //! the methods, and the one mapping from layer errors to wire codes. Never
 //! touches wasmtime types: guest work goes through `inventory`.
 
+pub mod caller;
 pub mod errors;
 pub mod jsonrpc;
 pub mod methods;

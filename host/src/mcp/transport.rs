@@ -14,6 +14,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::App;
+use super::caller::caller_key;
 use super::errors::McpError;
 use super::jsonrpc::{self, Incoming, RequestId};
 use super::methods::{self, Ctx};
@@ -92,6 +93,10 @@ fn error_response(
     };
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(s) = err.retry_after_s() {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
     r
 }
 
@@ -495,7 +500,11 @@ async fn modern_post(
     };
     // Closing the response stream is the cancellation: the handler future
     // is dropped with the connection.
-    let scope = RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
+    let scope = RequestScope::new(
+        Instant::now() + app.config.request_timeout(),
+        id.raw(),
+        caller_key(principal.as_deref()),
+    );
     run(app, v, principal.as_deref(), &scope, &id, &method, &params).await
 }
 
@@ -673,7 +682,11 @@ async fn legacy_post(
             response(StatusCode::ACCEPTED, None, Vec::new())
         }
         Incoming::Request { id, method, .. } => {
-            let scope = RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
+            let scope = RequestScope::new(
+                Instant::now() + app.config.request_timeout(),
+                id.raw(),
+                caller_key(principal.as_deref()),
+            );
             let _in_flight = session.register(&id, scope.cancel.clone());
             run(app, v, principal.as_deref(), &scope, &id, &method, &params).await
         }
@@ -711,7 +724,13 @@ async fn initialize(
         Ok(p) => p,
         Err(e) => return error_response(app, version, Some(id), e),
     };
-    let session = app.sessions.create(version, principal.as_deref());
+    let session = match app.sessions.create(version, principal.as_deref()) {
+        Ok(s) => s,
+        Err(refused) => {
+            tracing::info!("initialize refused: {refused}");
+            return error_response(app, version, Some(id), McpError::Busy(refused.into()));
+        }
+    };
     let mut r = json(StatusCode::OK, methods::initialize_result(app, id, version));
     r.headers_mut().insert(
         SESSION_HEADER,
@@ -841,8 +860,11 @@ async fn batch(
                 if let Err(e) = require_token(app, &method, principal.as_deref()) {
                     return error_response(app, v, None, e);
                 }
-                let scope =
-                    RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
+                let scope = RequestScope::new(
+                    Instant::now() + app.config.request_timeout(),
+                    id.raw(),
+                    caller_key(principal.as_deref()),
+                );
                 let _in_flight = session.register(&id, scope.cancel.clone());
                 let ctx = Ctx {
                     app,
