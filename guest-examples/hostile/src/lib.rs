@@ -6,7 +6,9 @@
 //!   `scope` (default `hostile:read`): the definition `describe()` returns.
 //! - `mode`: what `list` and `read` do. Budget breakers: `loop`, `memory`,
 //!   `recurse`, `trap`, `spin` (busy-waits on the wall clock), `sleep`
-//!   (blocks in a host call). Bad pages: `too-many`, `has-more-empty`,
+//!   (blocks in a host call), `slow` (a slow but well-behaved source: read
+//!   waits `delay_ms` in a host call, then answers as `ok`; list is fast).
+//!   Bad pages: `too-many`, `has-more-empty`,
 //!   `key-empty`, `key-long`, `key-space`, `key-order`, `key-not-after`,
 //!   `uri-long`, `uri-mismatch`, `uri-duplicate`, `name-long`, `mime-long`,
 //!   `source-error`, `big-entry`. Others: `ok` (a valid 3-entry source),
@@ -128,6 +130,10 @@ impl template::Guest for Hostile {
     fn read(uri: String, context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
         let mode = cfg("mode", "ok");
         misbehave(&mode, &context);
+        if mode == "slow" {
+            let ms: u64 = cfg("delay_ms", "1000").parse().unwrap_or(1000);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         let text = match mode.as_str() {
             "source-error" => {
                 return Err(SourceError::Failed(
