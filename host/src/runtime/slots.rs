@@ -312,13 +312,13 @@ mod tests {
     async fn sources_and_the_pool_have_their_own_bounds() {
         let s = slots(3, 10, 2);
         let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
-        let _1 = s.acquire(&CallerKey::new("1"), &a, far()).await.unwrap();
-        let _2 = s.acquire(&CallerKey::new("2"), &a, far()).await.unwrap();
+        let _one = s.acquire(&CallerKey::new("1"), &a, far()).await.unwrap();
+        let _two = s.acquire(&CallerKey::new("2"), &a, far()).await.unwrap();
         assert_eq!(
             s.acquire(&CallerKey::new("3"), &a, far()).await.err(),
             Some(Overload::SourceBusy)
         );
-        let _3 = s.acquire(&CallerKey::new("3"), &b, far()).await.unwrap();
+        let _three = s.acquire(&CallerKey::new("3"), &b, far()).await.unwrap();
         assert_eq!(
             s.acquire(&CallerKey::new("4"), &b, far()).await.err(),
             Some(Overload::HostFull)
