@@ -270,6 +270,46 @@ async fn the_python_sdk_sees_a_429_and_survives_it() {
     }
 }
 
+/// The Python SDK 1.x raises a 429 as `httpx.HTTPStatusError` from its
+/// transport (`raise_for_status()` inside the transport's task group, which
+/// tears that client down): a client loop survives by opening a new session
+/// and retrying, and is then served.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_1_loses_its_session_to_a_429_and_a_new_one_is_served() {
+    let s = slow_server(12_000, "max_calls_per_caller = 1\nslot_wait_ms = 50\n");
+    let alice = s.token(Some("alice"), SCOPES);
+    let python = root().join("target/clients/py-mcp1/bin/python");
+    assert!(python.exists(), "run `cargo xtask clients`");
+    let hold = {
+        let (url, token) = (s.url.clone(), alice.clone());
+        tokio::spawn(async move { read(&url, &token, "hostile://slow/1").await })
+    };
+    let out = tokio::task::spawn_blocking({
+        let (url, token) = (s.url.clone(), alice.clone());
+        move || {
+            std::process::Command::new(python)
+                .arg(root().join("tests/clients/python/retry_client1.py"))
+                .args([&url, "--token", &token])
+                .args(["--uri", "catalog://catalog/items/0000000007"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert!(v["refused"].as_u64().unwrap() >= 1, "never refused: {v}");
+    assert_eq!(v["errors"], json!(["HTTPStatusError:429"]), "{v}");
+    assert_eq!(v["text"], "Item 7 of the catalog catalog.\n", "{v}");
+    assert_eq!(hold.await.unwrap().status, 200);
+}
+
 // ------------------------------------------------------------------- sessions
 
 /// Observed: 10,001 anonymous `initialize` calls (public discovery needs no
