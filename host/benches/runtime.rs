@@ -15,7 +15,7 @@ use emseepea::inventory::{Clock, SystemClock};
 use emseepea::runtime::types::{
     CallContext, InventoryEntry, InventoryPage, Principal, ResourceMetadata,
 };
-use emseepea::runtime::{RequestScope, Runtime, SourceSet};
+use emseepea::runtime::{CallerKey, RequestScope, Runtime, SourceSet};
 use emseepea::uri_template::UriTemplate;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -116,8 +116,11 @@ fn guest_calls(c: &mut Criterion) {
             b.to_async(&rt).iter(|| {
                 let source = source.clone();
                 async move {
-                    let scope =
-                        RequestScope::new(Instant::now() + Duration::from_secs(10), "bench");
+                    let scope = RequestScope::new(
+                        Instant::now() + Duration::from_secs(10),
+                        "bench",
+                        CallerKey::host(),
+                    );
                     let page = source.list(None, limit, context(), &scope).await.unwrap();
                     assert_eq!(page.len(), limit as usize);
                 }
@@ -146,8 +149,11 @@ fn guest_calls(c: &mut Criterion) {
             let source = source.clone();
             tasks.push(tokio::spawn(async move {
                 for _ in 0..calls / 64 {
-                    let scope =
-                        RequestScope::new(Instant::now() + Duration::from_secs(10), "bench");
+                    let scope = RequestScope::new(
+                        Instant::now() + Duration::from_secs(10),
+                        "bench",
+                        CallerKey::host(),
+                    );
                     source.list(None, 50, context(), &scope).await.unwrap();
                 }
             }));
@@ -184,14 +190,18 @@ fn stops(c: &mut Criterion) {
     for _ in 0..50 {
         // Deadline: how long after the deadline the call returns.
         let deadline = Instant::now() + Duration::from_millis(20);
-        let scope = RequestScope::new(deadline, "bench");
+        let scope = RequestScope::new(deadline, "bench", CallerKey::host());
         let r = rt.block_on(source.list(None, 1, context(), &scope));
         assert!(r.is_err());
         late_deadline.push(deadline.elapsed());
         // Drop: how long after abort() the task (and its guest) is gone.
         let s2 = source.clone();
         let task = rt.spawn(async move {
-            let scope = RequestScope::new(Instant::now() + Duration::from_secs(60), "bench");
+            let scope = RequestScope::new(
+                Instant::now() + Duration::from_secs(60),
+                "bench",
+                CallerKey::host(),
+            );
             let _ = s2.list(None, 1, context(), &scope).await;
         });
         std::thread::sleep(Duration::from_millis(10));

@@ -2,7 +2,7 @@
 //! usage: cargo run --release --example callbench -- GUEST [CALLS] [LIMIT]
 use emseepea::config::Config;
 use emseepea::runtime::types::{CallContext, Principal};
-use emseepea::runtime::{RequestScope, Runtime, SourceSet};
+use emseepea::runtime::{CallerKey, RequestScope, Runtime, SourceSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,8 +53,11 @@ fn main() {
                 let s = source.clone();
                 hs.push(tokio::spawn(async move {
                     for _ in 0..calls / tasks {
-                        let scope =
-                            RequestScope::new(Instant::now() + Duration::from_secs(10), "b");
+                        let scope = RequestScope::new(
+                            Instant::now() + Duration::from_secs(10),
+                            "b",
+                            CallerKey::host(),
+                        );
                         s.list(None, limit, ctx(), &scope).await.unwrap();
                     }
                 }));

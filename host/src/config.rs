@@ -98,6 +98,52 @@ pub const DEFAULT_SESSION_IDLE_TIMEOUT_S: u64 = 3_600;
 /// Cap on the bytes of one `resources/read` result from a guest.
 pub const DEFAULT_MAX_READ_BYTES: usize = 4 << 20;
 
+/// Connections open at once, from everyone. Below the usual 1,024
+/// descriptors a process gets, leaving room for sources, databases, the
+/// precompile cache and outbound HTTP: stalled clients run out of this
+/// budget, not of descriptors. Over it a new connection is closed at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Connections open at once from one peer IP address (over it: closed at
+/// once). Half the global cap, so one address cannot take every connection.
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 256;
+/// When `accept` fails for lack of descriptors (EMFILE/ENFILE), the loop
+/// pauses this long at first, doubling up to the maximum while it keeps failing.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// "accept failed" is logged at most once per interval, with a count.
+pub const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Legacy sessions one principal (client id, subject, audience) may hold;
+/// a new one beyond it replaces the principal's own longest-idle session.
+pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
+/// Sessions opened without a token, together; a new one beyond it replaces
+/// the longest-idle anonymous session. Anonymous sessions never replace
+/// authenticated ones.
+pub const DEFAULT_MAX_ANONYMOUS_SESSIONS: usize = 1_000;
+
+/// Unless configured, the guest calls one caller (a principal; all
+/// anonymous callers together) may run at once are this fraction of
+/// `max_concurrent_calls` (32 of 64); as many more may wait for a slot.
+pub const DEFAULT_CALLER_SHARE: (u32, u32) = (1, 2);
+/// Unless configured, the guest calls one source may run at once are this
+/// fraction of the pool (48 of 64): one slow source cannot hold every slot,
+/// and one caller alone cannot take every slot of a source.
+pub const DEFAULT_SOURCE_SHARE: (u32, u32) = (3, 4);
+/// The longest a guest call waits for a slot before the request gets a
+/// retryable 429 (over the caller's share) or 503 (host or source full).
+/// The wait does not count against the guest's `max_duration_ms`.
+pub const DEFAULT_SLOT_WAIT_MS: u64 = 500;
+/// `Retry-After` (seconds) of those 429/503 answers.
+pub const RETRY_AFTER_S: u64 = 1;
+
+/// Outbound introspection requests in flight at once; more callers wait.
+pub const DEFAULT_MAX_CONCURRENT_INTROSPECTION: usize = 8;
+/// How long an inactive (invalid) token's introspection answer is
+/// remembered, so a flood of one bad token costs one outbound call.
+pub const DEFAULT_INTROSPECTION_NEGATIVE_CACHE_S: u64 = 10;
+/// Inactive tokens remembered at most (by hash; oldest forgotten first).
+pub const DEFAULT_INTROSPECTION_NEGATIVE_CACHE_ENTRIES: usize = 10_000;
+
 /// Runtime defaults. The epoch tick bounds how late a looping guest is
 /// stopped after its deadline or after its call is dropped.
 pub const DEFAULT_EPOCH_TICK_US: u64 = 1_000;
@@ -217,8 +263,18 @@ pub struct HttpConfig {
     pub allowed_hosts: Vec<String>,
     /// On SIGINT/SIGTERM, how long in-flight requests may finish.
     pub shutdown_grace_ms: u64,
-    /// Legacy-protocol sessions kept at most (oldest idle evicted first).
+    /// Connections open at once, from everyone (over it: closed at once).
+    pub max_connections: usize,
+    /// Connections open at once from one peer IP address.
+    pub max_connections_per_peer: usize,
+    /// Legacy-protocol sessions kept at most (oldest idle evicted first;
+    /// never one with a request in flight, never an authenticated one for
+    /// an anonymous newcomer).
     pub max_sessions: usize,
+    /// Sessions one principal may hold (its own oldest idle one gives way).
+    pub max_sessions_per_principal: usize,
+    /// Sessions opened without a token, together.
+    pub max_anonymous_sessions: usize,
     pub session_idle_timeout_s: u64,
 }
 
@@ -234,7 +290,11 @@ impl Default for HttpConfig {
             allowed_origins: vec![],
             allowed_hosts: vec![],
             shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+            max_anonymous_sessions: DEFAULT_MAX_ANONYMOUS_SESSIONS,
             session_idle_timeout_s: DEFAULT_SESSION_IDLE_TIMEOUT_S,
         }
     }
@@ -289,8 +349,15 @@ pub struct RuntimeConfig {
     /// Epoch tick: a looping guest is stopped at most one tick after its
     /// deadline, a dropped call at its next tick.
     pub epoch_tick_us: u64,
-    /// Guest calls running at once; further calls wait (within their deadline).
+    /// Guest calls running at once; further calls wait (within `slot_wait_ms`).
     pub max_concurrent_calls: u32,
+    /// Guest calls one caller may run at once (and as many may wait);
+    /// default: `DEFAULT_CALLER_SHARE` of the pool.
+    pub max_calls_per_caller: Option<u32>,
+    /// Guest calls one source may run at once; default: `DEFAULT_SOURCE_SHARE`.
+    pub max_calls_per_source: Option<u32>,
+    /// The longest a call waits for a slot before a retryable refusal.
+    pub slot_wait_ms: u64,
     /// Largest memory budget any source may have (sizes the pool's slots).
     pub max_memory_bytes: u64,
     /// Bytes of each linear memory kept resident (memset, not unmapped)
@@ -314,6 +381,9 @@ impl Default for RuntimeConfig {
         Self {
             epoch_tick_us: DEFAULT_EPOCH_TICK_US,
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_calls_per_caller: None,
+            max_calls_per_source: None,
+            slot_wait_ms: DEFAULT_SLOT_WAIT_MS,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
             pagemap_scan: false,
@@ -324,6 +394,24 @@ impl Default for RuntimeConfig {
             max_core_instance_size: 4 << 20,
             max_component_instance_size: 4 << 20,
         }
+    }
+}
+
+impl RuntimeConfig {
+    fn share(&self, (num, den): (u32, u32)) -> u32 {
+        (self.max_concurrent_calls * num / den).max(1)
+    }
+
+    /// Guest calls one caller may run at once.
+    pub fn calls_per_caller(&self) -> u32 {
+        self.max_calls_per_caller
+            .unwrap_or_else(|| self.share(DEFAULT_CALLER_SHARE))
+    }
+
+    /// Guest calls one source may run at once.
+    pub fn calls_per_source(&self) -> u32 {
+        self.max_calls_per_source
+            .unwrap_or_else(|| self.share(DEFAULT_SOURCE_SHARE))
     }
 }
 
@@ -435,6 +523,24 @@ pub struct IntrospectionConfig {
     pub timeout_ms: u64,
     /// Expected issuer (`iss` of the introspection response), if the server sends one.
     pub issuer: Option<String>,
+    /// Introspection requests in flight at once (one per distinct token).
+    #[serde(default = "default_max_concurrent_introspection")]
+    pub max_concurrent: usize,
+    /// Seconds an inactive token's answer is remembered (0: not at all).
+    #[serde(default = "default_introspection_negative_cache_s")]
+    pub negative_cache_s: u64,
+    #[serde(default = "default_introspection_negative_cache_entries")]
+    pub negative_cache_entries: usize,
+}
+
+fn default_max_concurrent_introspection() -> usize {
+    DEFAULT_MAX_CONCURRENT_INTROSPECTION
+}
+fn default_introspection_negative_cache_s() -> u64 {
+    DEFAULT_INTROSPECTION_NEGATIVE_CACHE_S
+}
+fn default_introspection_negative_cache_entries() -> usize {
+    DEFAULT_INTROSPECTION_NEGATIVE_CACHE_ENTRIES
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -612,6 +718,27 @@ impl Config {
                 "runtime.epoch_tick_us and runtime.max_concurrent_calls must be positive".into(),
             );
         }
+        if self.runtime.max_calls_per_caller == Some(0)
+            || self.runtime.max_calls_per_source == Some(0)
+        {
+            return Err(
+                "runtime.max_calls_per_caller and runtime.max_calls_per_source must be positive"
+                    .into(),
+            );
+        }
+        let h = &self.http;
+        if h.max_connections == 0
+            || h.max_connections_per_peer == 0
+            || h.max_sessions_per_principal == 0
+            || h.max_anonymous_sessions == 0
+        {
+            return Err("http.max_connections, max_connections_per_peer, max_sessions_per_principal and max_anonymous_sessions must be positive".into());
+        }
+        if let Some(i) = &self.auth.introspection
+            && i.max_concurrent == 0
+        {
+            return Err("auth.introspection.max_concurrent must be positive".into());
+        }
         check_budget("budget", &self.budget, self.runtime.max_memory_bytes)?;
         for (i, r) in self.resources.iter().enumerate() {
             let bodies = [r.text.is_some(), r.blob.is_some(), r.file.is_some()]
@@ -759,6 +886,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.page_byte_limit(), 5000);
+    }
+
+    #[test]
+    fn fair_shares_default_to_fractions_of_the_pool() {
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        assert_eq!(
+            (c.runtime.calls_per_caller(), c.runtime.calls_per_source()),
+            (32, 48)
+        );
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n[runtime]\nmax_concurrent_calls = 1\n")
+            .unwrap();
+        assert_eq!(
+            (c.runtime.calls_per_caller(), c.runtime.calls_per_source()),
+            (1, 1)
+        );
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[runtime]\nmax_calls_per_caller = 0\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("max_calls_per_caller"), "{e}");
     }
 
     #[test]

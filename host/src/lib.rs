@@ -22,6 +22,7 @@ mod fuzz;
 pub mod guest_text;
 pub mod http_client;
 pub mod inventory;
+pub mod listener;
 pub mod mcp;
 pub mod runtime;
 pub mod server;

@@ -4,15 +4,17 @@
 use crate::auth::Auth;
 use crate::config::{AuthMode, Config};
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
+use crate::listener::{AcceptFailures, ConnectionLimits, RateLimitedLog};
 use crate::mcp::model::template_listing;
-use crate::mcp::{App, pipeline, session::Sessions};
+use crate::mcp::session::{SessionLimits, Sessions};
+use crate::mcp::{App, pipeline};
 use crate::runtime::{Access, Runtime, SourceSet};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// Everything loaded and validated, not yet listening.
@@ -126,10 +128,12 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
     let (resource_origin, _) = origin_and_path(&resource);
     let (_, metadata_path) = origin_and_path(&auth.metadata_url);
     let http = &loaded.config.http;
-    let sessions = Sessions::new(
-        http.max_sessions,
-        Duration::from_secs(http.session_idle_timeout_s),
-    );
+    let sessions = Sessions::new(SessionLimits {
+        max: http.max_sessions,
+        per_principal: http.max_sessions_per_principal,
+        anonymous: http.max_anonymous_sessions,
+        idle_timeout: Duration::from_secs(http.session_idle_timeout_s),
+    });
     Ok(App {
         loopback: bound.ip().is_loopback(),
         resource_origin,
@@ -166,14 +170,38 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
 
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown_signal());
+    let limits = ConnectionLimits::new(
+        app.config.http.max_connections,
+        app.config.http.max_connections_per_peer,
+    );
+    let mut failures = AcceptFailures::default();
+    let mut refusals = RateLimitedLog::new(crate::config::ACCEPT_LOG_INTERVAL);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _peer) = match accepted {
-                    Ok(x) => x,
+                let (stream, peer) = match accepted {
+                    Ok(x) => {
+                        failures.succeeded();
+                        x
+                    }
                     Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        let pause = failures.failed(&e, Instant::now());
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
+                };
+                let guard = match limits.admit(peer.ip().to_canonical()) {
+                    Ok(guard) => guard,
+                    Err(why) => {
+                        if let Some(n) = refusals.hit(Instant::now()) {
+                            tracing::warn!(
+                                refused = n,
+                                "closed {n} connection(s) at once since the last report, latest from {}: {why}",
+                                peer.ip()
+                            );
+                        }
+                        // Closed before anything is read: no buffer, no task.
+                        drop(stream);
                         continue;
                     }
                 };
@@ -189,6 +217,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                     .serve_connection(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
+                    let _guard = guard;
                     if let Err(e) = conn.await {
                         tracing::debug!("connection ended: {e}");
                     }

@@ -6,7 +6,9 @@
 //!   `scope` (default `hostile:read`): the definition `describe()` returns.
 //! - `mode`: what `list` and `read` do. Budget breakers: `loop`, `memory`,
 //!   `recurse`, `trap`, `spin` (busy-waits on the wall clock), `sleep`
-//!   (blocks in a host call). Bad pages: `too-many`, `has-more-empty`,
+//!   (blocks in a host call), `slow` (a slow but well-behaved source: read
+//!   waits `delay_ms` in a host call, then answers as `ok`; list is fast).
+//!   Bad pages: `too-many`, `has-more-empty`,
 //!   `key-empty`, `key-long`, `key-space`, `key-order`, `key-not-after`,
 //!   `uri-long`, `uri-mismatch`, `uri-duplicate`, `name-long`, `mime-long`,
 //!   `source-error`, `big-entry`. Others: `ok` (a valid 3-entry source),
@@ -165,6 +167,9 @@ impl template::Guest for Hostile {
             let out = "x\n".repeat(lines);
             print!("{out}");
             eprint!("{out}");
+        if mode == "slow" {
+            let ms: u64 = cfg("delay_ms", "1000").parse().unwrap_or(1000);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
         }
         let text = match mode.as_str() {
             "wide" => {

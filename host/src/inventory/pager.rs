@@ -550,6 +550,7 @@ mod tests {
         RequestScope::new(
             std::time::Instant::now() + std::time::Duration::from_secs(60),
             "test",
+            crate::runtime::CallerKey::host(),
         )
     }
 

@@ -132,7 +132,7 @@ impl Batch<'_> {
             tracing::warn!(request_id = %id.raw(), "batch deadline passed; item not run");
             return Ok(self.error(Some(&id), McpError::Internal, error_caching));
         }
-        let scope = RequestScope::new(self.deadline, id.raw());
+        let scope = RequestScope::new(self.deadline, id.raw(), self.caller.key());
         let _in_flight = self.session.register(&id, scope.cancel.clone());
         let ctx = Ctx {
             app,

@@ -1,11 +1,14 @@
 //! Authentication, once per HTTP request and before its body is read: the
 //! one function every path (stateless, legacy, batch, DELETE) goes through.
 //! A presented token is always verified, even where none is needed, and a
-//! bad one is refused everywhere: it never counts as anonymous.
+//! bad one is refused everywhere: it never counts as anonymous. A caller is
+//! also the runtime's fair-share key ([`CallerKey`]): one per principal, one
+//! for every anonymous caller together.
 
 use super::App;
 use super::errors::McpError;
 use crate::auth::Principal;
+use crate::runtime::CallerKey;
 use http::HeaderMap;
 use std::sync::Arc;
 
@@ -19,6 +22,11 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// The caller's fair share of guest calls.
+    pub fn key(&self) -> CallerKey {
+        caller_key(self.principal())
+    }
+
     pub fn principal(&self) -> Option<&Principal> {
         match self {
             Caller::Anonymous => None,
@@ -55,5 +63,40 @@ pub fn body_limit(app: &App, caller: &Caller) -> usize {
             http.max_unauthenticated_body_bytes.min(http.max_body_bytes)
         }
         _ => http.max_body_bytes,
+    }
+}
+
+/// The key of `principal`'s share. Built from the identity (client id,
+/// subject, audience) as a JSON array, so no two identities share a key and
+/// none can be spelled to look like the anonymous one.
+pub fn caller_key(principal: Option<&Principal>) -> CallerKey {
+    match principal {
+        None => CallerKey::new("anonymous"),
+        Some(p) => {
+            CallerKey::new(serde_json::json!([p.client_id, p.subject, p.audience]).to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(client: &str, sub: Option<&str>) -> Principal {
+        Principal::new(sub.map(String::from), client.into(), vec![], None)
+    }
+
+    #[test]
+    fn identities_have_their_own_keys() {
+        let alice = caller_key(Some(&p("app", Some("alice"))));
+        assert_eq!(alice, caller_key(Some(&p("app", Some("alice")))));
+        assert_ne!(alice, caller_key(Some(&p("app", Some("bob")))));
+        assert_ne!(alice, caller_key(Some(&p("other", Some("alice")))));
+        assert_ne!(caller_key(Some(&p("anonymous", None))), caller_key(None));
+        // A separator inside a field cannot forge another identity.
+        assert_ne!(
+            caller_key(Some(&p("a\",\"b", None))),
+            caller_key(Some(&p("a", Some("b"))))
+        );
     }
 }

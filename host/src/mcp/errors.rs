@@ -6,10 +6,12 @@
 use super::http::{self, HttpResponse, no_store};
 use super::jsonrpc::{FrameError, Invalid, RequestId, Violation};
 use super::model::{ErrorObject, ErrorResponse, OAuthError, to_bytes};
+use super::session::SessionRefused;
 use super::version::Version;
 use crate::auth::{Auth, AuthError};
+use crate::config::RETRY_AFTER_S;
 use crate::inventory::{ListError, ReadError};
-use crate::runtime::GuestError;
+use crate::runtime::{GuestError, Overload};
 use ::http::StatusCode;
 use ::http::header::{self, HeaderValue};
 use serde_json::{Value, json};
@@ -27,6 +29,39 @@ pub const SESSION_NOT_FOUND: i32 = -32001;
 pub const HEADER_MISMATCH: i32 = -32020;
 /// 2026-07-28: the requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+/// The caller is over its fair share (guest calls, sessions): HTTP 429 with
+/// `Retry-After`. Retry later, or send fewer requests at once.
+pub const TOO_MANY_REQUESTS: i32 = -32050;
+/// The server (or the source asked) is at capacity: HTTP 503 with
+/// `Retry-After`. Nothing is wrong with the request; retry later.
+pub const SERVER_BUSY: i32 = -32051;
+
+/// Whose limit a refused request hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Busy {
+    /// The caller's own share: 429.
+    Caller,
+    /// The server's capacity: 503.
+    Server,
+}
+
+impl From<Overload> for Busy {
+    fn from(o: Overload) -> Self {
+        match o {
+            Overload::CallerOverShare => Busy::Caller,
+            Overload::SourceBusy | Overload::HostFull => Busy::Server,
+        }
+    }
+}
+
+impl From<SessionRefused> for Busy {
+    fn from(r: SessionRefused) -> Self {
+        match r {
+            SessionRefused::PrincipalQuota => Busy::Caller,
+            SessionRefused::Full => Busy::Server,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
@@ -70,6 +105,9 @@ pub enum McpError {
     /// The request was cancelled: nothing is sent for it.
     #[error("cancelled")]
     Cancelled,
+    /// Over a fair share or at capacity: a fast answer the client may retry.
+    #[error("busy: {0:?}")]
+    Busy(Busy),
 }
 
 impl McpError {
@@ -88,6 +126,8 @@ impl McpError {
             }
             McpError::ResourceNotFound { .. } => RESOURCE_NOT_FOUND,
             McpError::SessionNotFound => SESSION_NOT_FOUND,
+            McpError::Busy(Busy::Caller) => TOO_MANY_REQUESTS,
+            McpError::Busy(Busy::Server) => SERVER_BUSY,
             McpError::Internal
             | McpError::Unauthorized { .. }
             | McpError::Forbidden { .. }
@@ -112,6 +152,8 @@ impl McpError {
             McpError::Internal | McpError::Cancelled => "Internal error".into(),
             McpError::Unauthorized { .. } => "Unauthorized".into(),
             McpError::Forbidden { .. } => "Forbidden".into(),
+            McpError::Busy(Busy::Caller) => "Too many requests: retry later".into(),
+            McpError::Busy(Busy::Server) => "Server busy: retry later".into(),
         }
     }
 
@@ -121,6 +163,9 @@ impl McpError {
                 Some(json!({ "supported": Version::supported_strings(), "requested": requested }))
             }
             McpError::ResourceNotFound { uri } => Some(json!({ "uri": uri })),
+            // Also in the body: a batch item or a client that hides HTTP
+            // headers still learns when to come back.
+            McpError::Busy(_) => Some(json!({ "retryAfterMs": RETRY_AFTER_S * 1000 })),
             _ => None,
         }
     }
@@ -142,8 +187,15 @@ impl McpError {
             } => StatusCode::BAD_REQUEST,
             McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             McpError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            McpError::Busy(Busy::Caller) => StatusCode::TOO_MANY_REQUESTS,
+            McpError::Busy(Busy::Server) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::OK,
         }
+    }
+
+    /// The `Retry-After` (seconds) the HTTP answer carries, if any.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        matches!(self, McpError::Busy(_)).then_some(RETRY_AFTER_S)
     }
 
     /// Errors that are HTTP answers of their own: inside a batch they
@@ -178,6 +230,7 @@ impl McpError {
         id: Option<&RequestId>,
     ) -> HttpResponse {
         let status = self.status(version);
+        let retry_after = self.retry_after_s();
         let (body, challenge) = match &self {
             McpError::Cancelled => return http::cancelled(),
             McpError::Unauthorized { error, scopes } => (
@@ -198,6 +251,10 @@ impl McpError {
             && !challenge.is_empty()
         {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        if let Some(s) = retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         no_store(&mut r);
         r
@@ -256,6 +313,7 @@ impl From<GuestError> for McpError {
     fn from(e: GuestError) -> Self {
         match e {
             GuestError::Cancelled => McpError::Cancelled,
+            GuestError::Overloaded(o) => McpError::Busy(o.into()),
             _ => McpError::Internal,
         }
     }
@@ -332,5 +390,25 @@ mod tests {
                 .unwrap(),
             r#"{"jsonrpc":"2.0","id":"a","error":{"code":-32001,"message":"Session not found"}}"#
         );
+    }
+
+    #[test]
+    fn overload_is_retryable_and_says_whose_limit() {
+        let v = Version::V2025_11_25;
+        let caller = McpError::from(GuestError::Overloaded(Overload::CallerOverShare));
+        assert_eq!(caller.status(v), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(caller.code(v), TOO_MANY_REQUESTS);
+        for o in [Overload::SourceBusy, Overload::HostFull] {
+            let e = McpError::from(GuestError::Overloaded(o));
+            assert_eq!(e.status(v), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(e.code(v), SERVER_BUSY);
+            assert_eq!(e.retry_after_s(), Some(RETRY_AFTER_S));
+        }
+        let listed = McpError::from(ListError::Guest {
+            source_name: "slow".into(),
+            error: GuestError::Overloaded(Overload::HostFull),
+        });
+        assert_eq!(listed.code(v), SERVER_BUSY);
+        assert_eq!(McpError::Internal.retry_after_s(), None);
     }
 }

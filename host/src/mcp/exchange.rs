@@ -69,7 +69,11 @@ async fn stateless(
         .map_err(|e| Stop::rpc(version, Some(id.clone()), e))?;
     // Closing the response stream is the cancellation: the handler future
     // is dropped with the connection.
-    let scope = RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
+    let scope = RequestScope::new(
+        Instant::now() + app.config.request_timeout(),
+        id.raw(),
+        caller.key(),
+    );
     let ctx = Ctx {
         app,
         version,
@@ -111,7 +115,11 @@ async fn legacy(
             Ok(h::empty(StatusCode::ACCEPTED))
         }
         Incoming::Request { id, params, .. } => {
-            let scope = RequestScope::new(Instant::now() + app.config.request_timeout(), id.raw());
+            let scope = RequestScope::new(
+                Instant::now() + app.config.request_timeout(),
+                id.raw(),
+                caller.key(),
+            );
             let _in_flight = session.register(&id, scope.cancel.clone());
             let ctx = Ctx {
                 app,
@@ -143,7 +151,13 @@ fn initialize(
     Method::Initialize
         .admit(app, caller.principal())
         .map_err(|e| Stop::rpc(version, Some(id.clone()), e))?;
-    let session = app.sessions.create(version, caller.principal());
+    let session = app
+        .sessions
+        .create(version, caller.principal())
+        .map_err(|refused| {
+            tracing::info!("initialize refused: {refused}");
+            Stop::rpc(version, Some(id.clone()), McpError::Busy(refused.into()))
+        })?;
     let mut r = h::json(StatusCode::OK, methods::initialize_result(app, id, version));
     r.headers_mut().insert(
         headers::SESSION,

@@ -11,7 +11,8 @@ pub struct Budget {
     /// Fuel: when it runs out the guest traps.
     pub fuel: u64,
     /// The guest is stopped at this instant: the request's deadline capped
-    /// by the source's `max_duration_ms`.
+    /// by the source's `max_duration_ms`, counted from when the call got its
+    /// slot (so waiting for one does not shorten the guest's own time).
     pub deadline: Instant,
     /// Cap on all linear memories of the instance plus host buffers charged to it.
     pub memory_bytes: u64,
@@ -101,6 +102,9 @@ pub enum GuestError {
     Instantiate(String),
     #[error("source error: {0}")]
     Source(SourceFailure),
+    /// No slot in the call pool within the bounded wait: the guest never ran.
+    #[error("no guest slot: {0}")]
+    Overloaded(super::slots::Overload),
 }
 
 impl GuestError {
@@ -117,6 +121,7 @@ impl GuestError {
             GuestError::ResultTooLarge { .. } => "result_too_large",
             GuestError::Instantiate(_) => "instantiate",
             GuestError::Source(_) => "source_error",
+            GuestError::Overloaded(_) => "overloaded",
         }
     }
 }

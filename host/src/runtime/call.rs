@@ -1,6 +1,11 @@
-//! One budgeted guest call: a permit, a fresh `Store` + instance with fuel,
-//! a memory cap and a deadline, the call itself, and the classification of
-//! how it ended.
+//! One budgeted guest call: a slot (the caller's and the source's fair
+//! share, `slots.rs`), a fresh `Store` + instance with fuel, a memory cap and
+//! a deadline, the call itself, and the classification of how it ended.
+//!
+//! The wait for a slot is bounded (`runtime.slot_wait_ms`, and the request's
+//! deadline) and does not count against the guest: its budget, and so its
+//! `max_duration_ms`, starts when it has a slot. Only the request's own
+//! deadline, which the wait may have used up in part, still caps it.
 //!
 //! The deadline is enforced twice: the epoch callback checks it at every
 //! tick while wasm runs (and yields to the executor, so the call's future can
@@ -48,7 +53,6 @@ impl Source {
             ) -> CallFuture<'a, Result<R, SourceError>>
             + Send,
     {
-        let budget = Budget::new(&self.budget, scope.deadline);
         let mut log = CallLog {
             source: &self.log_name,
             what,
@@ -56,17 +60,33 @@ impl Source {
             started: Instant::now(),
             done: false,
         };
-        let run = self.run(budget, scope, f);
         let result = tokio::select! {
             biased;
             _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
-            r = tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run) => {
-                r.unwrap_or(Err(GuestError::DeadlineExceeded))
-            }
+            r = self.slotted(scope, f) => r,
         }
         .and_then(|r| r.map_err(|e| GuestError::Source(e.into())));
         log.finish(&result);
         result
+    }
+
+    /// Take a slot, then run with a budget that starts now.
+    async fn slotted<R, F>(&self, scope: &RequestScope, f: F) -> Result<R, GuestError>
+    where
+        R: Send,
+        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
+    {
+        let _slot = self
+            .runtime
+            .slots
+            .acquire(&scope.caller, &self.log_name, scope.deadline)
+            .await
+            .map_err(GuestError::Overloaded)?;
+        let budget = Budget::new(&self.budget, scope.deadline);
+        let run = self.run(budget, scope, f);
+        tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run)
+            .await
+            .unwrap_or(Err(GuestError::DeadlineExceeded))
     }
 
     async fn run<R, F>(&self, budget: Budget, scope: &RequestScope, f: F) -> Result<R, GuestError>
@@ -74,13 +94,6 @@ impl Source {
         R: Send,
         F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
     {
-        // Wait for a pool slot; the outer timer bounds the wait by the deadline.
-        let _permit = self
-            .runtime
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| GuestError::Cancelled)?;
         if Instant::now() >= budget.deadline {
             return Err(GuestError::DeadlineExceeded);
         }
@@ -199,6 +212,14 @@ impl CallLog<'_> {
                 request_id = self.request_id,
                 elapsed_us,
                 "guest call ok"
+            ),
+            // Expected under load, and answered with a retryable error:
+            // not a warning, or an abusive caller would flood the log.
+            Err(GuestError::Overloaded(why)) => tracing::debug!(
+                source = self.source,
+                call = self.what,
+                request_id = self.request_id,
+                "guest call refused: {why}"
             ),
             Err(GuestError::Source(failure)) => {
                 let message = GuestText::new(failure.message());

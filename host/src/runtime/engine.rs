@@ -1,13 +1,13 @@
 //! The one wasmtime `Engine` of the process, its `Linker`, the epoch ticker
-//! and the permits that bound concurrent guest calls.
+//! and the slots that bound concurrent guest calls (fairly: `slots.rs`).
 
 use super::capabilities;
 use super::host_state::HostState;
+use super::slots::{SlotLimits, Slots};
 use crate::config::RuntimeConfig;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::sync::Semaphore;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -18,9 +18,10 @@ const SPARE_INSTANCES: u32 = 8;
 pub struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<HostState>,
-    /// One permit per concurrently running guest call: the pool has exactly
-    /// this many slots (+ spares), so calls queue instead of failing.
-    pub(crate) permits: Arc<Semaphore>,
+    /// One slot per concurrently running guest call, shared fairly between
+    /// callers and sources: the pool has exactly this many instances
+    /// (+ spares), so a call waits (briefly) instead of failing to instantiate.
+    pub(crate) slots: Arc<Slots>,
     ticker: EpochTicker,
 }
 
@@ -34,7 +35,12 @@ impl Runtime {
         Ok(Self {
             engine,
             linker,
-            permits: Arc::new(Semaphore::new(config.max_concurrent_calls as usize)),
+            slots: Slots::new(SlotLimits {
+                total: config.max_concurrent_calls as usize,
+                per_caller: config.calls_per_caller() as usize,
+                per_source: config.calls_per_source() as usize,
+                max_wait: Duration::from_millis(config.slot_wait_ms),
+            }),
             ticker,
         })
     }

@@ -380,6 +380,7 @@ async fn load_one(
     let scope = RequestScope::new(
         Instant::now() + Duration::from_millis(STARTUP_CALL_DURATION_MS),
         "startup",
+        super::slots::CallerKey::host(),
     );
     let described = source.describe(&scope).await.map_err(|e| match e {
         GuestError::Trap(m) if m.contains("type mismatch") || m.contains("expected") => {

@@ -1,5 +1,5 @@
 //! The wasmtime side of the host: one [`Runtime`] (engine, linker, epoch
-//! ticker, call permits), [`Source`]s loaded from a directory, and budgeted
+//! ticker, fair shares of the call pool), [`Source`]s loaded from a directory, and budgeted
 //! guest calls. This module knows nothing of MCP or HTTP.
 //!
 //! Invariants:
@@ -24,6 +24,7 @@ mod loader;
 mod output;
 mod page;
 mod scope;
+mod slots;
 
 pub use budget::{Budget, GuestError, SourceFailure};
 pub use cache::CacheOutcome;
@@ -33,6 +34,7 @@ pub use engine::Runtime;
 pub use loader::{LoadError, Source, SourceSet};
 pub use page::{EntryRef, GuestPage};
 pub use scope::RequestScope;
+pub use slots::{CallerKey, Overload, SlotLimits};
 
 /// Plain data types of the WIT contract, as the other layers see them.
 pub mod types {

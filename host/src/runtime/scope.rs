@@ -1,5 +1,6 @@
 //! What a request hands down to every guest call it makes.
 
+use super::slots::CallerKey;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -14,14 +15,17 @@ pub struct RequestScope {
     pub cancel: CancellationToken,
     /// The JSON-RPC id (or another label) for log lines.
     pub request_id: Arc<str>,
+    /// Whose share of the guest-call pool this request's calls take.
+    pub caller: CallerKey,
 }
 
 impl RequestScope {
-    pub fn new(deadline: Instant, request_id: impl Into<Arc<str>>) -> Self {
+    pub fn new(deadline: Instant, request_id: impl Into<Arc<str>>, caller: CallerKey) -> Self {
         Self {
             deadline,
             cancel: CancellationToken::new(),
             request_id: request_id.into(),
+            caller,
         }
     }
 

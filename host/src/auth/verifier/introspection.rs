@@ -1,7 +1,10 @@
 //! RFC 7662 token introspection against a configured endpoint, with client
 //! credentials (HTTP Basic). Active tokens are cached until their `exp` by
-//! the shared token cache; the audience must name this server.
+//! the shared token cache; the audience must name this server. Lookups are
+//! bounded by `lookups.rs`: one in flight per token, inactive tokens
+//! remembered briefly, a cap on concurrent calls.
 
+use super::lookups::Lookups;
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
 use crate::config::Config;
 use serde_json::{Map, Value};
@@ -19,6 +22,7 @@ pub struct Introspector {
     audience: String,
     subject_claim: String,
     client: reqwest::Client,
+    lookups: Lookups,
 }
 
 impl Introspector {
@@ -33,10 +37,20 @@ impl Introspector {
             audience: resource.to_owned(),
             subject_claim: config.auth.subject_claim.clone(),
             client: crate::http_client::client()?,
+            lookups: Lookups::new(
+                c.max_concurrent,
+                Duration::from_secs(c.negative_cache_s),
+                c.negative_cache_entries,
+                Duration::from_millis(c.timeout_ms),
+            ),
         })
     }
 
     pub async fn verify(&self, token: &str) -> Result<Verified, VerifyError> {
+        self.lookups.verify(token, || self.introspect(token)).await
+    }
+
+    async fn introspect(&self, token: &str) -> Result<Verified, VerifyError> {
         let resp = self
             .client
             .post(&self.endpoint)

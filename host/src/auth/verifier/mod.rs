@@ -5,18 +5,20 @@
 pub mod dev;
 pub mod introspection;
 pub mod jwt;
+pub mod lookups;
 
 use super::{Principal, valid_subject};
 use crate::config::{AuthMode, Config};
 use serde_json::{Map, Value};
 
+#[derive(Clone, Debug)]
 pub struct Verified {
     pub principal: Principal,
     /// Unix seconds after which the token is no longer valid.
     pub expires_at: u64,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum VerifyError {
     Invalid(String),
     Unavailable(String),

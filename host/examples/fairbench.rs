@@ -1,0 +1,267 @@
+//! Fairness benchmark behind BENCHMARKS.md: bob's listing latency alone,
+//! then while another caller (alice) keeps 200 slow reads in flight.
+//!
+//! usage: cargo build --release --bin emseepea && cargo xtask guests &&
+//!        cargo run --release --example fairbench
+//! env: LISTINGS (bob's requests per phase, default 300), DELAY_MS (alice's
+//! reads, default 2000), HEAVY (alice's parallel reads, default 200),
+//! EMSEEPEA_BIN (the server binary, default target/release/emseepea)
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// The release server, or `EMSEEPEA_BIN` (e.g. a debug build for a smoke run).
+fn bin() -> PathBuf {
+    let b = std::env::var_os("EMSEEPEA_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/release/emseepea"));
+    assert!(
+        b.is_file(),
+        "build it first: cargo build --release --bin emseepea"
+    );
+    b
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Server {
+    child: Child,
+    url: String,
+    config: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(delay_ms: u64) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let sources = dir.path().join("sources");
+    std::fs::create_dir_all(&sources).unwrap();
+    for (stem, guest, manifest) in [
+        (
+            "catalog",
+            "catalog",
+            "[config]\nitems = \"1000\"\n".to_owned(),
+        ),
+        (
+            "slow",
+            "hostile/hostile",
+            format!(
+                "[budget]\nmax_duration_ms = 30000\n[config]\nname = \"slow\"\nmode = \"slow\"\ndelay_ms = \"{delay_ms}\"\n"
+            ),
+        ),
+    ] {
+        std::fs::copy(
+            root().join(format!("target/guests/{guest}.wasm")),
+            sources.join(format!("{stem}.wasm")),
+        )
+        .unwrap();
+        std::fs::write(sources.join(format!("{stem}.toml")), manifest).unwrap();
+    }
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\n[http]\nmax_connections_per_peer = 512\n[auth]\nmode = \"dev\"\n",
+            root().join("target/bench-cache").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env("EMSEEPEA_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line
+        .trim()
+        .trim_start_matches("emseepea listening on ")
+        .to_owned();
+    Server {
+        child,
+        url,
+        config,
+        _dir: dir,
+    }
+}
+
+fn token(s: &Server, sub: &str) -> String {
+    let out = Command::new(bin())
+        .args(["token", "--config"])
+        .arg(&s.config)
+        .args(["--sub", sub, "--scope", "hostile:read catalog:read"])
+        .args(["--audience", &s.url])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A 2026-07-28 request: headers and body.
+struct Req {
+    headers: Vec<(&'static str, String)>,
+    body: Bytes,
+}
+
+fn request(method: &str, mut params: Value, token: &str) -> Req {
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}});
+    let mut headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("accept", "application/json, text/event-stream".to_owned()),
+        ("mcp-protocol-version", "2026-07-28".to_owned()),
+        ("mcp-method", method.to_owned()),
+        ("authorization", format!("Bearer {token}")),
+    ];
+    if let Some(uri) = params.get("uri").and_then(Value::as_str) {
+        headers.push(("mcp-name", uri.to_owned()));
+    }
+    let body = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params});
+    Req {
+        headers,
+        body: Bytes::from(serde_json::to_vec(&body).unwrap()),
+    }
+}
+
+async fn connect(authority: &str) -> http1::SendRequest<Full<Bytes>> {
+    let stream = TcpStream::connect(authority).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+/// Send `req` once; the status.
+async fn send(sender: &mut http1::SendRequest<Full<Bytes>>, authority: &str, req: &Req) -> u16 {
+    let mut b = hyper::Request::post("/mcp").header("host", authority);
+    for (k, v) in &req.headers {
+        b = b.header(*k, v);
+    }
+    sender.ready().await.unwrap();
+    let resp = sender
+        .send_request(b.body(Full::new(req.body.clone())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let _ = resp.into_body().collect().await.unwrap();
+    status
+}
+
+/// Bob's listings, one after another on one keep-alive connection: sorted
+/// latencies.
+async fn bob(authority: &str, token: &str, n: u64) -> Vec<Duration> {
+    let req = request("resources/list", json!({}), token);
+    let mut sender = connect(authority).await;
+    let mut latencies = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        assert_eq!(send(&mut sender, authority, &req).await, 200);
+        latencies.push(t.elapsed());
+    }
+    latencies.sort();
+    latencies
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let listings = env_or("LISTINGS", 300);
+    let delay_ms = env_or("DELAY_MS", 2000);
+    let heavy = env_or("HEAVY", 200) as usize;
+    let s = start(delay_ms);
+    let authority = s
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (alice, bob_token) = (token(&s, "alice"), token(&s, "bob"));
+    // Warm up (first calls instantiate the pool's slots).
+    bob(&authority, &bob_token, 20).await;
+    let alone = bob(&authority, &bob_token, listings).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (served, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut tasks = Vec::new();
+    for _ in 0..heavy {
+        let (authority, alice) = (authority.clone(), alice.clone());
+        let (stop, served, refused) = (stop.clone(), served.clone(), refused.clone());
+        tasks.push(tokio::spawn(async move {
+            let req = request("resources/read", json!({"uri": "hostile://slow/1"}), &alice);
+            let mut sender = connect(&authority).await;
+            while !stop.load(Ordering::Relaxed) {
+                match send(&mut sender, &authority, &req).await {
+                    200 => served.fetch_add(1, Ordering::Relaxed),
+                    429 => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                        // What a client told `Retry-After: 1` does.
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        0
+                    }
+                    other => panic!("alice got {other}"),
+                };
+            }
+        }));
+    }
+    // Let alice's reads fill her share first.
+    tokio::time::sleep(Duration::from_millis(delay_ms / 2)).await;
+    let loaded = bob(&authority, &bob_token, listings).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    println!("| bob's `resources/list` | p50 ms | p99 ms | max ms |");
+    println!("|---|---|---|---|");
+    let busy = format!("while alice runs {heavy} parallel {delay_ms} ms reads");
+    for (name, l) in [("alone", &alone), (busy.as_str(), &loaded)] {
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} |",
+            pct(l, 0.5),
+            pct(l, 0.99),
+            pct(l, 1.0)
+        );
+    }
+    println!(
+        "\nalice: {} reads served, {} refused with 429; p99 ratio loaded/alone: {:.2}",
+        served.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed),
+        pct(&loaded, 0.99) / pct(&alone, 0.99)
+    );
+}
