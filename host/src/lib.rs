@@ -21,4 +21,5 @@ pub mod inventory;
 pub mod mcp;
 pub mod runtime;
 pub mod server;
+pub mod state;
 pub mod uri_template;

@@ -116,6 +116,20 @@ impl Source {
         .await
     }
 
+    /// The scope one call of this source runs under, and the context with
+    /// that same deadline: the `deadline-ms` a guest is handed (and may pass
+    /// on to its backends) is the one the host enforces, never the longer
+    /// request deadline.
+    fn call_scope(
+        &self,
+        mut context: CallContext,
+        scope: &RequestScope,
+    ) -> (CallContext, RequestScope) {
+        let scope = scope.capped(Duration::from_millis(self.budget.max_duration_ms));
+        context.deadline_ms = scope.deadline_unix_ms();
+        (context, scope)
+    }
+
     /// Call the guest's `read`. The result is the guest's, unvalidated.
     pub async fn read(
         &self,
@@ -123,9 +137,10 @@ impl Source {
         context: CallContext,
         scope: &RequestScope,
     ) -> Result<Vec<ResourceContents>, GuestError> {
+        let (context, scope) = self.call_scope(context, scope);
         let idx = self.template.clone();
         let uri = uri.to_owned();
-        self.call(scope, "read", move |store, instance| {
+        self.call(&scope, "read", move |store, instance| {
             Box::pin(async move {
                 let guest = idx.load(&mut *store, instance)?;
                 guest.call_read(&mut *store, &uri, &context).await
@@ -148,9 +163,10 @@ impl Source {
                 "source does not export inventory".into(),
             ));
         };
+        let (context, scope) = self.call_scope(context, scope);
         let after = after.map(str::to_owned);
         self.call(
-            scope,
+            &scope,
             "list",
             move |store: &mut Store<HostState>, instance| {
                 Box::pin(async move {
@@ -208,13 +224,12 @@ impl SourceSet {
                 ));
             }
         }
-        let cache = ComponentCache::new(
+        let cache = ComponentCache::open(
             &runtime.engine,
-            config
-                .cache_dir
-                .clone()
-                .unwrap_or_else(|| config.state_dir.join("precompiled")),
-        );
+            config.cache_dir(),
+            &config.cache_key_file(),
+        )
+        .map_err(|e| LoadError::new(&config.file, e.to_string()))?;
         let shared = ServerCapabilities::new(config);
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
@@ -290,7 +305,7 @@ async fn load_one(
     let (component, outcome) = {
         let cache_result =
             tokio::task::block_in_place(|| cache.load_or_compile(&engine, &wasm, &wasm_sha256));
-        cache_result.map_err(|e| LoadError::new(file, e))?
+        cache_result.map_err(|e| LoadError::new(file, e.to_string()))?
     };
     let pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
         LoadError::new(
