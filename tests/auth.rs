@@ -54,6 +54,11 @@ struct Jwt {
 }
 
 async fn jwt_server() -> Jwt {
+    jwt_server_refreshing_every(1).await
+}
+
+/// A JWT server whose JWKS URL is refetched every `interval_s`.
+async fn jwt_server_refreshing_every(interval_s: u64) -> Jwt {
     let body = Arc::new(Mutex::new(
         String::from_utf8(key_file("jwks.json")).unwrap(),
     ));
@@ -64,7 +69,7 @@ async fn jwt_server() -> Jwt {
     .await;
     let auth = format!(
         "[auth]\nmode = \"jwt\"\nresource = \"{RESOURCE}\"\nauthorization_servers = [\"{ISSUER}\"]\n\
-         [auth.jwt]\nissuer = \"{ISSUER}\"\njwks_url = \"{}/jwks.json\"\njwks_refresh_interval_s = 0\nrequired_typ = \"at+jwt\"\n",
+         [auth.jwt]\nissuer = \"{ISSUER}\"\njwks_url = \"{}/jwks.json\"\njwks_refresh_interval_s = {interval_s}\nrequired_typ = \"at+jwt\"\n",
         jwks.url
     );
     let server = server()
@@ -211,20 +216,76 @@ async fn jwt_verifier_matrix() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_kid_refreshes_the_jwks() {
-    let j = jwt_server().await;
+    // An hour between scheduled refreshes: only the unknown kid fetches.
+    let j = jwt_server_refreshing_every(3600).await;
     let token = mint(Algorithm::RS256, "rsa-2", &claims());
-    let before = j.jwks.hits();
-    expect_invalid(
-        &list_with(&j.server.url, Some(&token)).await,
-        "rsa-2 not published yet",
-    );
-    assert!(
-        j.jwks.hits() > before,
-        "the unknown kid triggered a refresh"
-    );
     *j.jwks_body.lock().unwrap() = String::from_utf8(key_file("jwks-rotated.json")).unwrap();
+    let before = j.jwks.hits();
     let a = list_with(&j.server.url, Some(&token)).await;
     assert_eq!(a.status, 200, "the refresh found rsa-2: {}", a.text());
+    assert_eq!(j.jwks.hits(), before + 1, "the unknown kid fetched once");
+    // Another unknown kid within the interval does not fetch again.
+    let unknown = mint(Algorithm::RS256, "rsa-3", &claims());
+    expect_invalid(
+        &list_with(&j.server.url, Some(&unknown)).await,
+        "rsa-3 is published nowhere",
+    );
+    assert_eq!(j.jwks.hits(), before + 1, "at most one fetch per interval");
+}
+
+/// Issue 9.7: a key removed at the authorization server stopped verifying
+/// only when a token with an unknown kid came by, and a token verified
+/// before stayed valid from the cache until its `exp`. Now the JWKS is
+/// refetched every interval and a changed key set flushes the cache.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_removed_from_the_jwks_stops_verifying_within_one_interval() {
+    let j = jwt_server_refreshing_every(1).await;
+    let token = mint(Algorithm::RS256, "rsa-1", &claims());
+    let a = list_with(&j.server.url, Some(&token)).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // Remembered: a second request does not need the JWKS.
+    let a = list_with(&j.server.url, Some(&token)).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let mut jwks: Value = serde_json::from_slice(&key_file("jwks.json")).unwrap();
+    jwks["keys"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|k| k["kid"] != "rsa-1");
+    *j.jwks_body.lock().unwrap() = jwks.to_string();
+    // Two fetches after the change: at least one saw the new key set
+    // (a fetch already under way may have read the old one).
+    let changed = j.jwks.hits();
+    let waited = std::time::Instant::now();
+    while j.jwks.hits() < changed + 2 {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "the JWKS was not refetched on schedule"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    j.server.expect_log(&["JWKS changed"]);
+    expect_invalid(
+        &list_with(&j.server.url, Some(&token)).await,
+        "rsa-1 was removed",
+    );
+    // The keys still published go on verifying.
+    let ec = mint(Algorithm::ES256, "ec-1", &claims());
+    assert_eq!(list_with(&j.server.url, Some(&ec)).await.status, 200);
+}
+
+#[test]
+fn a_jwks_refresh_interval_of_zero_is_refused() {
+    let p = server()
+        .auth(Some(
+            "[auth]\nmode = \"jwt\"\nauthorization_servers = [\"https://as.test\"]\n[auth.jwt]\nissuer = \"x\"\njwks_url = \"http://127.0.0.1:1/jwks.json\"\njwks_refresh_interval_s = 0\n",
+        ))
+        .prepare();
+    let (ok, out) = p.check();
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("jwks_refresh_interval_s must be at least 1"),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

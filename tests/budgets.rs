@@ -196,3 +196,66 @@ async fn a_client_disconnect_stops_the_guest() {
     let ok = read(&s, &token, "catalog://catalog/items/0000000001").await;
     assert_eq!(ok.status, 200);
 }
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Issue 9.7: the `deadline-ms` a guest was handed was the request's (here
+/// ten minutes away) while the host stopped it at the source's cap, so a
+/// backend given that deadline worked on long after the guest was gone.
+/// Now it is the deadline the host enforces: min(request, cap).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deadline_a_guest_is_given_is_the_one_enforced() {
+    const CAP_MS: u64 = 1_500;
+    let s = server()
+        .config("[http]\nrequest_timeout_ms = 600000\n")
+        .hostile(
+            "ctx",
+            "context",
+            &format!("[budget]\nmax_duration_ms = {CAP_MS}\n"),
+        )
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    let before = unix_ms();
+    let a = read(&s, &token, "hostile://ctx/1").await;
+    let after = unix_ms();
+    assert_eq!(a.status, 200, "{}", a.text());
+    let text = a.json()["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let context: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let given = context["deadlineMs"].as_u64().unwrap();
+    // The call started between `before` and `after`; its deadline is the
+    // cap from then (1 ms of rounding either way).
+    assert!(
+        given + 1 >= before + CAP_MS && given <= after + CAP_MS + 1,
+        "deadline-ms {given} is not the {CAP_MS} ms cap from the call's start ({before}..{after})"
+    );
+
+    // A request deadline shorter than the cap is passed on unchanged.
+    let s = server()
+        .config("[http]\nrequest_timeout_ms = 3000\n")
+        .hostile("ctx", "context", "[budget]\nmax_duration_ms = 600000\n")
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    let before = unix_ms();
+    let a = read(&s, &token, "hostile://ctx/1").await;
+    let after = unix_ms();
+    assert_eq!(a.status, 200, "{}", a.text());
+    let text = a.json()["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let given = serde_json::from_str::<serde_json::Value>(&text).unwrap()["deadlineMs"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        given + 1 >= before + 3_000 && given <= after + 3_000 + 1,
+        "deadline-ms {given} is not the request's ({before}..{after} + 3000)"
+    );
+}

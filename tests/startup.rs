@@ -191,3 +191,207 @@ fn check_prints_a_table_in_registration_order() {
         "file-name order is registration order:\n{out}"
     );
 }
+
+fn sha256_hex(path: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// The cache entry of the component at `wasm`, found by its digest.
+fn cache_entry(cache: &std::path::Path, wasm: &std::path::Path) -> std::path::PathBuf {
+    let sha = sha256_hex(wasm);
+    std::fs::read_dir(cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(&sha) && name.ends_with(".cwasm")
+        })
+        .unwrap_or_else(|| panic!("no cache entry for {}", wasm.display()))
+}
+
+/// The names in the first column of `emseepea check`'s table.
+fn table_names(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter(|l| !l.contains("source(s)"))
+        .filter_map(|l| l.split_whitespace().nth(1).map(String::from))
+        .collect()
+}
+
+/// Issue 9.6: copying one source's precompiled entry over another's made
+/// the second source's file run as the first (with the second's grants),
+/// because the entry's digest was unkeyed and carried in the entry itself.
+#[test]
+fn a_cache_entry_copied_onto_another_source_is_never_run() {
+    let db_dir = tempfile::tempdir().unwrap();
+    let db = db_dir.path().join("documents.sqlite");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql"))
+                .unwrap(),
+        )
+        .unwrap();
+    let p = server()
+        .private_cache()
+        .config(&format!(
+            "[databases.documents]\nfile = \"{}\"\n",
+            db.display()
+        ))
+        .source(
+            "documents",
+            "documents",
+            "[grants]\ndatabases = [\"documents\"]\n",
+        )
+        .hostile("zz-hostile", "denials", "")
+        .prepare();
+    let (ok, first) = p.check();
+    assert!(ok, "{first}");
+    assert_eq!(table_names(&first), ["documents", "zz-hostile"], "{first}");
+    let cache = p.dir.path().join("cache");
+    let sources = p.dir.path().join("sources");
+    let documents = cache_entry(&cache, &sources.join("documents.wasm"));
+    let hostile = cache_entry(&cache, &sources.join("zz-hostile.wasm"));
+    std::fs::copy(&hostile, &documents).unwrap();
+
+    let (ok, second) = p.check();
+    assert!(ok, "{second}");
+    // documents.wasm ran as itself (the hostile guest would have described
+    // itself as "hostile"), recompiled, and the swap was logged by file name.
+    assert_eq!(
+        table_names(&second),
+        ["documents", "zz-hostile"],
+        "documents.wasm ran as another component:\n{second}"
+    );
+    let row = second.lines().find(|l| l.contains(" documents ")).unwrap();
+    assert!(row.contains("rebuilt"), "{second}");
+    let warning = second
+        .lines()
+        .find(|l| l.contains("corrupt cache entry"))
+        .unwrap_or_else(|| panic!("no warning:\n{second}"));
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(
+        warning.contains(&*documents.file_name().unwrap().to_string_lossy()),
+        "the warning names the entry: {warning}"
+    );
+}
+
+/// Issue 9.6: the cache directory is created 0700 and its entries 0600; a
+/// group- or world-writable one is refused, saying why.
+#[test]
+fn the_cache_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = server()
+        .private_cache()
+        .source("catalog", "catalog", "")
+        .prepare();
+    let (ok, out) = p.check();
+    assert!(ok, "{out}");
+    let cache = p.dir.path().join("cache");
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&cache), 0o700);
+    let entry = cache_entry(&cache, &p.dir.path().join("sources/catalog.wasm"));
+    assert_eq!(mode(&entry), 0o600);
+    let key = p.dir.path().join("state/precompile-key");
+    assert_eq!(mode(&key), 0o600);
+    assert_eq!(std::fs::metadata(&key).unwrap().len(), 32);
+    for shared in [0o777, 0o775] {
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(shared)).unwrap();
+        let (ok, out) = p.check();
+        assert!(!ok, "a {shared:o} cache was used:\n{out}");
+        let line = out.lines().find(|l| l.starts_with("emseepea:")).unwrap();
+        assert!(
+            line.contains(&*cache.to_string_lossy())
+                && line.contains("writable by group or others"),
+            "{line}"
+        );
+    }
+}
+
+/// Issue 9.7: a dev secret that is not exactly 32 bytes of a 0600 file is a
+/// startup error (a `00` file used to give a 1-byte key anyone could guess,
+/// an empty one a panic).
+#[test]
+fn a_bad_dev_secret_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    for (contents, mode, reason) in [
+        (&b"00"[..], 0o600, "exactly 32 bytes, this file has 2"),
+        (&b""[..], 0o600, "exactly 32 bytes, this file has 0"),
+        (&[7u8; 32][..], 0o644, "mode 0644"),
+    ] {
+        let p = server().source("catalog", "catalog", "").prepare();
+        let state = p.dir.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let secret = state.join("dev-secret");
+        std::fs::write(&secret, contents).unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (ok, out) = p.check();
+        assert!(!ok, "{contents:?} {mode:o} accepted:\n{out}");
+        assert!(!out.contains("panicked"), "{out}");
+        let line = out.lines().find(|l| l.starts_with("emseepea:")).unwrap();
+        assert!(
+            line.contains("dev-secret") && line.contains(reason),
+            "{line}"
+        );
+    }
+}
+
+/// Issue 9 "Also": a config problem is reported before any component is
+/// compiled (it used to come after minutes of compiling the interpreted
+/// guests): nothing reaches the cache, no source is registered.
+#[test]
+fn config_problems_come_before_any_compilation() {
+    let p = server()
+        .private_cache()
+        .auth(Some(
+            "[auth]\nmode = \"jwt\"\n[auth.jwt]\nissuer = \"https://as.test\"\njwks_file = \"jwks.json\"\n",
+        ))
+        .file(
+            "jwks.json",
+            std::fs::read(root().join("tests/fixtures/keys/jwks.json")).unwrap(),
+        )
+        .source("catalog", "catalog", "")
+        .hostile("hostile", "ok", "")
+        .prepare();
+    let (ok, out) = p.check();
+    assert!(!ok, "{out}");
+    let error = out
+        .lines()
+        .position(|l| l.starts_with("emseepea:"))
+        .unwrap_or_else(|| panic!("no error:\n{out}"));
+    assert!(
+        out.lines()
+            .nth(error)
+            .unwrap()
+            .contains("authorization_servers"),
+        "{out}"
+    );
+    // Nothing was compiled before the error: no entry, no registration.
+    let cache = p.dir.path().join("cache");
+    let entries = std::fs::read_dir(&cache).map_or(0, |d| d.count());
+    assert_eq!(entries, 0, "compiled before reporting:\n{out}");
+    assert!(!out.contains("source registered"), "{out}");
+
+    // The same for a broken JWKS file (found only when auth was set up).
+    let p = server()
+        .private_cache()
+        .auth(Some(
+            "[auth]\nmode = \"jwt\"\nauthorization_servers = [\"https://as.test\"]\n[auth.jwt]\nissuer = \"https://as.test\"\njwks_file = \"jwks.json\"\n",
+        ))
+        .file("jwks.json", "{\"keys\": []}")
+        .source("catalog", "catalog", "")
+        .prepare();
+    let (ok, out) = p.check();
+    assert!(!ok, "{out}");
+    assert!(out.contains("jwks.json"), "{out}");
+    let entries = std::fs::read_dir(p.dir.path().join("cache")).map_or(0, |d| d.count());
+    assert_eq!(entries, 0, "compiled before reporting:\n{out}");
+    assert!(!out.contains("source registered"), "{out}");
+}

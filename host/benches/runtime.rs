@@ -52,8 +52,9 @@ fn config_with(guests: &[&str], extra: &str) -> (tempfile::TempDir, Config) {
         }
     }
     let text = format!(
-        "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\n{extra}\n[auth]\nmode = \"dev\"\n",
-        root().join("target/bench-cache").display()
+        "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\ncache_key_file = \"{}\"\n{extra}\n[auth]\nmode = \"dev\"\n",
+        root().join("target/bench-cache").display(),
+        root().join("target/bench-cache.key").display()
     );
     let file = dir.path().join("c.toml");
     std::fs::write(&file, text).unwrap();

@@ -27,7 +27,7 @@ fn main() {
         std::fs::copy(&manifest, dir.path().join(format!("s/{guest}.toml"))).unwrap();
     }
     let extra = std::env::var("EXTRA").unwrap_or_default();
-    std::fs::write(dir.path().join("c.toml"), format!("sources_dir = \"s\"\nstate_dir = \"st\"\ncache_dir = \"{}\"\n{extra}\n[auth]\nmode = \"dev\"\n", root.join("target/bench-cache").display())).unwrap();
+    std::fs::write(dir.path().join("c.toml"), format!("sources_dir = \"s\"\nstate_dir = \"st\"\ncache_dir = \"{}\"\ncache_key_file = \"{}\"\n{extra}\n[auth]\nmode = \"dev\"\n", root.join("target/bench-cache").display(), root.join("target/bench-cache.key").display())).unwrap();
     let config = Config::load(&dir.path().join("c.toml")).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -68,7 +68,8 @@ fn prepare(
     std::fs::write(
         &file,
         format!(
-            "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\n{config}",
+            "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\ncache_key_file = \"{}.key\"\n{config}",
+            cache.display(),
             cache.display()
         ),
     )

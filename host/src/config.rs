@@ -144,6 +144,20 @@ pub const DEFAULT_INTROSPECTION_NEGATIVE_CACHE_S: u64 = 10;
 /// Inactive tokens remembered at most (by hash; oldest forgotten first).
 pub const DEFAULT_INTROSPECTION_NEGATIVE_CACHE_ENTRIES: usize = 10_000;
 
+/// Least `[auth.jwt] jwks_refresh_interval_s`: the JWKS is fetched at most
+/// once per interval (scheduled, or on an unknown `kid`), so this also bounds
+/// how often a stream of made-up `kid`s can make the host call the
+/// authorization server.
+pub const MIN_JWKS_REFRESH_INTERVAL_S: u64 = 1;
+/// Default JWKS refresh interval: a key removed at the authorization server
+/// stops verifying here within this long.
+pub const DEFAULT_JWKS_REFRESH_INTERVAL_S: u64 = 60;
+/// Default `[auth] cache_max_age_s`: a verified token's principal is reused
+/// for at most min(`exp`, this long) (introspected revocations show within it).
+pub const DEFAULT_TOKEN_CACHE_MAX_AGE_S: u64 = 300;
+/// The precompile cache's key, by default in the state directory.
+pub const DEFAULT_CACHE_KEY_FILE: &str = "precompile-key";
+
 /// Runtime defaults. The epoch tick bounds how late a looping guest is
 /// stopped after its deadline or after its call is dropped.
 pub const DEFAULT_EPOCH_TICK_US: u64 = 1_000;
@@ -194,9 +208,14 @@ pub struct Config {
     pub sources_dir: PathBuf,
     /// Where the dev-mode secret (and, by default, the precompile cache) live.
     pub state_dir: PathBuf,
-    /// The precompile cache; default `STATE_DIR/precompiled`. Servers may share one.
+    /// The precompile cache; default `STATE_DIR/precompiled`. Servers may
+    /// share one only if they share `cache_key_file` too.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// The 32-byte key that authenticates cache entries; default
+    /// `STATE_DIR/precompile-key`. Must not be inside `cache_dir`.
+    #[serde(default)]
+    pub cache_key_file: Option<PathBuf>,
     #[serde(default)]
     pub http: HttpConfig,
     #[serde(default)]
@@ -470,6 +489,9 @@ pub struct AuthConfig {
     pub max_token_bytes: usize,
     /// Verified tokens remembered (by hash) until they expire.
     pub cache_entries: usize,
+    /// A remembered token is re-verified after at most this long, even if
+    /// its `exp` is later (0: never remembered).
+    pub cache_max_age_s: u64,
     pub jwt: Option<JwtConfig>,
     pub introspection: Option<IntrospectionConfig>,
 }
@@ -485,6 +507,7 @@ impl Default for AuthConfig {
             leeway_s: 30,
             max_token_bytes: 8192,
             cache_entries: 10_000,
+            cache_max_age_s: DEFAULT_TOKEN_CACHE_MAX_AGE_S,
             jwt: None,
             introspection: None,
         }
@@ -497,7 +520,8 @@ pub struct JwtConfig {
     pub issuer: String,
     pub jwks_file: Option<PathBuf>,
     pub jwks_url: Option<String>,
-    /// Minimum seconds between JWKS refreshes triggered by an unknown `kid`.
+    /// The JWKS is refetched every this many seconds, and on an unknown
+    /// `kid` (at most once per interval). At least [`MIN_JWKS_REFRESH_INTERVAL_S`].
     #[serde(default = "default_jwks_refresh_s")]
     pub jwks_refresh_interval_s: u64,
     #[serde(default = "default_fetch_timeout_ms")]
@@ -507,7 +531,7 @@ pub struct JwtConfig {
 }
 
 fn default_jwks_refresh_s() -> u64 {
-    60
+    DEFAULT_JWKS_REFRESH_INTERVAL_S
 }
 fn default_fetch_timeout_ms() -> u64 {
     5_000
@@ -665,6 +689,10 @@ impl Config {
             Some(dir) => base.join(dir),
             None => config.state_dir.join("precompiled"),
         });
+        config.cache_key_file = Some(match &config.cache_key_file {
+            Some(file) => base.join(file),
+            None => config.state_dir.join(DEFAULT_CACHE_KEY_FILE),
+        });
         for resource in &mut config.resources {
             if let Some(file) = &resource.file {
                 resource.file = Some(base.join(file));
@@ -761,13 +789,46 @@ impl Config {
                 if jwt.jwks_file.is_some() == jwt.jwks_url.is_some() {
                     return Err("[auth.jwt] needs exactly one of jwks_file or jwks_url".into());
                 }
+                if jwt.jwks_refresh_interval_s < MIN_JWKS_REFRESH_INTERVAL_S {
+                    return Err(format!(
+                        "[auth.jwt] jwks_refresh_interval_s must be at least {MIN_JWKS_REFRESH_INTERVAL_S}, got {}",
+                        jwt.jwks_refresh_interval_s
+                    ));
+                }
             }
             AuthMode::Introspection if self.auth.introspection.is_none() => {
                 return Err("auth.mode = \"introspection\" needs [auth.introspection]".into());
             }
             _ => {}
         }
+        // Dev mode advertises the server's own origin when none is listed.
+        if matches!(self.auth.mode, AuthMode::Jwt | AuthMode::Introspection)
+            && self.auth.authorization_servers.is_empty()
+        {
+            return Err("[auth] authorization_servers must list at least one server".into());
+        }
+        if self.cache_key_file().starts_with(self.cache_dir()) {
+            return Err(format!(
+                "cache_key_file {} is inside cache_dir {}: the key must live where cache writers cannot read it",
+                self.cache_key_file().display(),
+                self.cache_dir().display()
+            ));
+        }
         Ok(())
+    }
+
+    /// The precompile cache directory (resolved by `load`).
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cache_dir
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("precompiled"))
+    }
+
+    /// The precompile cache's key file (resolved by `load`).
+    pub fn cache_key_file(&self) -> PathBuf {
+        self.cache_key_file
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join(DEFAULT_CACHE_KEY_FILE))
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -904,6 +965,36 @@ mod tests {
         let e = parse("sources_dir = 's'\nstate_dir = 't'\n[runtime]\nmax_calls_per_caller = 0\n")
             .unwrap_err();
         assert!(e.to_string().contains("max_calls_per_caller"), "{e}");
+    }
+
+    #[test]
+    fn credentials_settings_are_checked() {
+        let jwt = |extra: &str| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'jwt'\n{extra}\n[auth.jwt]\nissuer = 'i'\njwks_file = 'k.json'\n"
+            ))
+        };
+        let e = jwt("").unwrap_err();
+        assert!(e.to_string().contains("authorization_servers"), "{e}");
+        jwt("authorization_servers = ['https://as']").unwrap();
+        let e = parse(
+            "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'jwt'\nauthorization_servers = ['https://as']\n[auth.jwt]\nissuer = 'i'\njwks_file = 'k.json'\njwks_refresh_interval_s = 0\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("jwks_refresh_interval_s"), "{e}");
+        let c = parse(
+            "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'jwt'\nauthorization_servers = ['https://as']\n[auth.jwt]\nissuer = 'i'\njwks_file = 'k.json'\njwks_refresh_interval_s = 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.auth.jwt.unwrap().jwks_refresh_interval_s, 1);
+        let e = parse(
+            "sources_dir = 's'\nstate_dir = 't'\ncache_dir = 'c'\ncache_key_file = 'c/key'\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("cache_key_file"), "{e}");
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        assert!(c.cache_key_file().ends_with("t/precompile-key"));
+        assert_eq!(c.auth.cache_max_age_s, DEFAULT_TOKEN_CACHE_MAX_AGE_S);
     }
 
     #[test]

@@ -26,4 +26,5 @@ pub mod listener;
 pub mod mcp;
 pub mod runtime;
 pub mod server;
+pub mod state;
 pub mod uri_template;

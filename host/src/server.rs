@@ -1,7 +1,7 @@
 //! Wiring and lifecycle: load everything the config names, bind, serve,
 //! and shut down gracefully on SIGINT/SIGTERM.
 
-use crate::auth::Auth;
+use crate::auth::{Auth, Credentials};
 use crate::config::{AuthMode, Config};
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
 use crate::listener::{AcceptFailures, ConnectionLimits, RateLimitedLog};
@@ -23,15 +23,22 @@ pub struct Loaded {
     pub runtime: Arc<Runtime>,
     pub sources: SourceSet,
     pub statics: StaticResources,
+    /// The verifier's key material (dev secret, JWKS), loaded first.
+    pub credentials: Credentials,
 }
 
 /// Load and validate the config's sources and static resources. Any problem
-/// is one line naming the file and the reason.
+/// is one line naming the file and the reason. Everything that needs only
+/// the config (credentials, static resources) is checked before the first
+/// component is compiled, which can take minutes for interpreted guests.
 pub async fn load(config: Config) -> anyhow::Result<Loaded> {
-    let runtime = Arc::new(Runtime::new(&config.runtime)?);
-    let sources = SourceSet::load(runtime.clone(), &config).await?;
+    let credentials = Credentials::load(&config)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}: [auth]: {e:#}", config.file.display()))?;
     let statics = StaticResources::load(&config.resources)
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
+    let runtime = Arc::new(Runtime::new(&config.runtime)?);
+    let sources = SourceSet::load(runtime.clone(), &config).await?;
     // A URI names exactly one owner, so a read reaches the source that listed it.
     crate::inventory::ownership::check(&sources.sources, &statics, &config.file)?;
     let needs_auth = sources.any_lists()
@@ -51,6 +58,7 @@ pub async fn load(config: Config) -> anyhow::Result<Loaded> {
         runtime,
         sources,
         statics,
+        credentials,
     })
 }
 
@@ -95,16 +103,23 @@ fn origin_and_path(url: &str) -> (String, String) {
 
 pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App> {
     let resource = resource_url(&loaded.config, bound);
-    let auth = Auth::new(&loaded.config, resource.clone(), all_scopes(&loaded)).await?;
-    if loaded.config.auth.mode == AuthMode::Dev {
+    let scopes = all_scopes(&loaded);
+    let Loaded {
+        config,
+        sources,
+        statics,
+        credentials,
+        ..
+    } = loaded;
+    let auth = Auth::with_credentials(&config, credentials, resource.clone(), scopes)?;
+    if config.auth.mode == AuthMode::Dev {
         tracing::warn!(
             "auth mode \"dev\": tokens are minted by `emseepea token` with a local secret; never use this in production"
         );
     }
     let keys = Arc::new(CursorKeys::new(Arc::new(SystemClock)));
-    let statics = Arc::new(loaded.statics);
-    let listing_sources: Vec<_> = loaded
-        .sources
+    let statics = Arc::new(statics);
+    let listing_sources: Vec<_> = sources
         .sources
         .iter()
         .filter(|s| s.lists())
@@ -114,20 +129,15 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
         statics.clone(),
         listing_sources,
         keys.clone(),
-        loaded.sources.fingerprint,
-        loaded.config.list_pagination.page_size,
-        loaded.config.page_byte_limit(),
+        sources.fingerprint,
+        config.list_pagination.page_size,
+        config.page_byte_limit(),
     );
-    let definitions: Vec<_> = loaded
-        .sources
-        .sources
-        .iter()
-        .map(|s| &s.definition)
-        .collect();
+    let definitions: Vec<_> = sources.sources.iter().map(|s| &s.definition).collect();
     let template_listing = template_listing(&definitions);
     let (resource_origin, _) = origin_and_path(&resource);
     let (_, metadata_path) = origin_and_path(&auth.metadata_url);
-    let http = &loaded.config.http;
+    let http = &config.http;
     let sessions = Sessions::new(SessionLimits {
         max: http.max_sessions,
         per_principal: http.max_sessions_per_principal,
@@ -144,8 +154,8 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
         template_listing,
         pager,
         statics,
-        sources: loaded.sources,
-        config: loaded.config,
+        sources,
+        config,
     })
 }
 

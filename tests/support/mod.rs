@@ -44,6 +44,7 @@ pub struct ServerBuilder {
     config: String,
     auth: Option<String>,
     files: Vec<(String, Vec<u8>)>,
+    private_cache: bool,
 }
 
 pub fn server() -> ServerBuilder {
@@ -52,6 +53,7 @@ pub fn server() -> ServerBuilder {
         config: String::new(),
         auth: Some("[auth]\nmode = \"dev\"\n".into()),
         files: Vec::new(),
+        private_cache: false,
     }
 }
 
@@ -90,6 +92,13 @@ impl ServerBuilder {
         self
     }
 
+    /// A precompile cache of this test's own (`DIR/cache`, its key in
+    /// `DIR/state`) instead of the one all tests share.
+    pub fn private_cache(mut self) -> Self {
+        self.private_cache = true;
+        self
+    }
+
     /// A file to write into the test directory (before start).
     pub fn file(mut self, name: &str, contents: impl Into<Vec<u8>>) -> Self {
         self.files.push((name.into(), contents.into()));
@@ -110,10 +119,19 @@ impl ServerBuilder {
         for (name, contents) in &self.files {
             std::fs::write(dir.path().join(name), contents).unwrap();
         }
-        let cache = root().join("target/test-cache");
+        // Tests share one cache (and so its key, kept outside it), so a
+        // guest is compiled once per build, not once per test.
+        let cache = if self.private_cache {
+            "cache_dir = \"cache\"\n".to_owned()
+        } else {
+            format!(
+                "cache_dir = \"{}\"\ncache_key_file = \"{}\"\n",
+                root().join("target/test-cache").display(),
+                root().join("target/test-cache.key").display()
+            )
+        };
         let config = format!(
-            "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\n{}\n{}",
-            cache.display(),
+            "sources_dir = \"sources\"\nstate_dir = \"state\"\n{cache}{}\n{}",
             self.config,
             self.auth.unwrap_or_default()
         );

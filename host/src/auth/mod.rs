@@ -18,6 +18,7 @@ use crate::config::{AuthMode, Config};
 use cache::TokenCache;
 use http::HeaderMap;
 use std::sync::Arc;
+pub use verifier::Credentials;
 use verifier::{Verifier, VerifyError};
 
 /// Why a request's credentials were refused.
@@ -62,25 +63,28 @@ impl Auth {
         resource: String,
         scopes: Vec<String>,
     ) -> anyhow::Result<Self> {
+        let credentials = Credentials::load(config).await?;
+        Self::with_credentials(config, credentials, resource, scopes)
+    }
+
+    /// As [`Auth::new`], with the key material loaded beforehand (at startup,
+    /// before any component is compiled).
+    pub fn with_credentials(
+        config: &Config,
+        credentials: Credentials,
+        resource: String,
+        scopes: Vec<String>,
+    ) -> anyhow::Result<Self> {
         let a = &config.auth;
-        let verifier = match a.mode {
-            AuthMode::None => None,
-            _ => Some(Verifier::new(config, &resource).await?),
-        };
-        let authorization_servers = if a.authorization_servers.is_empty() && a.mode == AuthMode::Dev
-        {
-            // Dev mode has no authorization server (tokens come from
-            // `emseepea token`); advertise the server's own origin.
+        let verifier = Verifier::new(config, credentials, &resource)?;
+        // Dev mode has no authorization server (tokens come from `emseepea
+        // token`); advertise the server's own origin. The other modes must
+        // list one (`Config::validate`).
+        let authorization_servers = if a.authorization_servers.is_empty() {
             vec![origin_of(&resource)]
         } else {
             a.authorization_servers.clone()
         };
-        if a.mode != AuthMode::None && authorization_servers.is_empty() {
-            anyhow::bail!(
-                "{}: [auth] authorization_servers must list at least one server",
-                config.file.display()
-            );
-        }
         // Every challenge names the metadata URL: bounded so that it fits
         // (`challenge`).
         if resource.len() > crate::config::MAX_URI_LEN {
@@ -94,7 +98,7 @@ impl Auth {
         Ok(Self {
             mode: a.mode,
             verifier,
-            cache: TokenCache::new(a.cache_entries),
+            cache: TokenCache::new(a.cache_entries, a.cache_max_age_s),
             metadata: metadata::document(&resource, &authorization_servers, &scopes),
             metadata_url,
             resource,
@@ -141,14 +145,19 @@ impl Auth {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(AuthError::Malformed);
         }
-        if let Some(p) = self.cache.get(token) {
+        let verifier = self.verifier.as_ref().expect("enabled implies a verifier");
+        // Read before verifying: a principal verified against keys that were
+        // replaced meanwhile is remembered under the old generation, so never
+        // returned.
+        let generation = verifier.key_generation();
+        if let Some(p) = self.cache.get(token, generation) {
             return Ok(Some(p));
         }
-        let verifier = self.verifier.as_ref().expect("enabled implies a verifier");
         match verifier.verify(token).await {
             Ok(v) => {
                 let principal = Arc::new(v.principal);
-                self.cache.insert(token, principal.clone(), v.expires_at);
+                self.cache
+                    .insert(token, principal.clone(), v.expires_at, generation);
                 Ok(Some(principal))
             }
             Err(VerifyError::Invalid(reason)) => Err(AuthError::Invalid(reason)),

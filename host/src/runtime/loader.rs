@@ -97,6 +97,15 @@ impl std::fmt::Debug for Source {
     }
 }
 
+/// The context with the deadline the host enforces on this call (fixed once
+/// the call has its slot: the request's deadline capped by the source's
+/// `max_duration_ms`): the `deadline-ms` a guest is handed, and may pass on
+/// to its backends, is never the longer request deadline.
+fn with_enforced_deadline(mut context: CallContext, store: &Store<HostState>) -> CallContext {
+    context.deadline_ms = super::scope::unix_ms(store.data().deadline);
+    context
+}
+
 impl Source {
     pub fn name(&self) -> &str {
         &self.definition.name
@@ -136,6 +145,7 @@ impl Source {
         let uri = uri.to_owned();
         self.call(scope, "read", move |store, instance| {
             Box::pin(async move {
+                let context = with_enforced_deadline(context, store);
                 let func: ReadFunc = instance.get_typed_func(&mut *store, read)?;
                 let call = func.call_async(&mut *store, (&uri, &context));
                 let (result,) = with_read_bound(max_bytes, call).await?;
@@ -164,6 +174,7 @@ impl Source {
             "list",
             move |store: &mut Store<HostState>, instance| {
                 Box::pin(async move {
+                    let context = with_enforced_deadline(context, store);
                     let func = list_func(&mut *store, instance, &list)?;
                     let (page,) = func
                         .call_async(&mut *store, (after.as_deref(), limit, &context))
@@ -217,13 +228,12 @@ impl SourceSet {
                 ));
             }
         }
-        let cache = ComponentCache::new(
+        let cache = ComponentCache::open(
             &runtime.engine,
-            config
-                .cache_dir
-                .clone()
-                .unwrap_or_else(|| config.state_dir.join("precompiled")),
-        );
+            config.cache_dir(),
+            &config.cache_key_file(),
+        )
+        .map_err(|e| LoadError::new(&config.file, e.to_string()))?;
         let shared = ServerCapabilities::new(config);
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
@@ -320,7 +330,7 @@ async fn load_one(
     let (component, outcome) = {
         let cache_result =
             tokio::task::block_in_place(|| cache.load_or_compile(&engine, &wasm, &wasm_sha256));
-        cache_result.map_err(|e| LoadError::new(file, e))?
+        cache_result.map_err(|e| LoadError::new(file, e.to_string()))?
     };
     let pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
         LoadError::new(

@@ -2,7 +2,7 @@
 
 use super::slots::CallerKey;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The deadline and cancellation signal of one MCP request, plus its id for
@@ -31,10 +31,40 @@ impl RequestScope {
 
     /// Milliseconds since the Unix epoch at which the deadline falls, for guests.
     pub fn deadline_unix_ms(&self) -> u64 {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        (now + remaining).as_millis() as u64
+        unix_ms(self.deadline)
+    }
+}
+
+/// Milliseconds since the Unix epoch at which `deadline` falls.
+pub fn unix_ms(deadline: Instant) -> u64 {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (now + remaining).as_millis() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_in_unix_milliseconds() {
+        let wall = |d: Duration| {
+            (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                + d)
+                .as_millis() as u64
+        };
+        let before = wall(Duration::from_secs(5));
+        let ms = unix_ms(Instant::now() + Duration::from_secs(5));
+        let after = wall(Duration::from_secs(5));
+        assert!(
+            (before..=after).contains(&ms),
+            "{before} <= {ms} <= {after}"
+        );
+        // A deadline already past is now, never earlier than the epoch math allows.
+        assert!(unix_ms(Instant::now() - Duration::from_secs(1)) >= before - 5_000);
     }
 }

@@ -1,9 +1,9 @@
 //! Dev mode: HS256 tokens signed with a secret the host generates on first
-//! run and keeps in its state directory. `emseepea token` mints them; the
+//! run and keeps in its state directory (`dev-secret`: 32 raw bytes, 0600). `emseepea token` mints them; the
 //! server refuses them unless the config says `mode = "dev"`.
 
-use super::jwt::JwtVerifier;
 use crate::config::{AuthMode, Config};
+use crate::state;
 use jsonwebtoken::{EncodingKey, Header};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -14,37 +14,12 @@ fn secret_path(state_dir: &Path) -> PathBuf {
     state_dir.join("dev-secret")
 }
 
-/// The dev secret, made (32 random bytes, mode 0600) when missing.
-pub fn load_or_create_secret(state_dir: &Path) -> anyhow::Result<Vec<u8>> {
-    let path = secret_path(state_dir);
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        return hex::decode(text.trim()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
-    }
-    std::fs::create_dir_all(state_dir)?;
-    let secret: [u8; 32] = rand::random();
-    let tmp = path.with_extension("tmp");
-    {
-        use std::io::Write;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut f = options.open(&tmp)?;
-        f.write_all(hex::encode(secret).as_bytes())?;
-    }
-    // Another process may have raced us: the first rename wins, re-read it.
-    if std::fs::hard_link(&tmp, &path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        let text = std::fs::read_to_string(&path)?;
-        return hex::decode(text.trim()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
-    }
-    let _ = std::fs::remove_file(&tmp);
-    Ok(secret.to_vec())
-}
-
-pub fn verifier(config: &Config, resource: &str) -> anyhow::Result<JwtVerifier> {
-    let secret = load_or_create_secret(&config.state_dir)?;
-    Ok(JwtVerifier::hmac(&secret, ISSUER, resource, config))
+/// The dev secret: exactly 32 random bytes in a 0600 file, made when
+/// missing (see [`crate::state`] for how two starts at once agree on it).
+pub fn load_or_create_secret(
+    state_dir: &Path,
+) -> Result<[u8; state::SECRET_LEN], state::StateError> {
+    state::load_or_create_secret(&secret_path(state_dir))
 }
 
 /// What a minted token says.

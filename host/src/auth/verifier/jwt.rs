@@ -6,16 +6,19 @@
 //!   family than the key's).
 //! - `iss` and `aud` (this server's resource URL, RFC 8707) are checked, and
 //!   `exp`/`nbf` with a configured leeway; optionally the `typ` header.
-//! - An unknown `kid` refreshes a URL-based JWKS at most once per configured
-//!   interval, with a timeout.
+//! - A URL-based JWKS is refetched every configured interval and on an
+//!   unknown `kid` (at most once per interval), with a timeout; when the key
+//!   set changes, its generation changes and remembered tokens are dropped.
 
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
 use crate::config::Config;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 struct Key {
@@ -24,12 +27,30 @@ struct Key {
 }
 
 pub struct JwtVerifier {
-    keys: RwLock<HashMap<Option<String>, Key>>,
+    store: Arc<KeyStore>,
     issuer: String,
     audience: String,
     subject_claim: String,
     leeway: u64,
     required_typ: Option<String>,
+}
+
+/// The verification keys in force, with a fingerprint of the set so a
+/// refresh can tell whether anything changed.
+struct KeySet {
+    keys: HashMap<Option<String>, Key>,
+    fingerprint: [u8; 32],
+}
+
+/// The keys and, for a JWKS URL, how they are kept current: refetched every
+/// interval by a background task and on an unknown `kid` (at most once per
+/// interval). Loaded before any component is compiled, so a bad JWKS stops
+/// startup at once.
+pub struct KeyStore {
+    keys: RwLock<Arc<KeySet>>,
+    /// Bumped whenever the key set changes: remembered principals of an
+    /// older generation are dropped (`auth::cache`).
+    generation: AtomicU64,
     refresh: Option<Refresh>,
 }
 
@@ -37,6 +58,8 @@ struct Refresh {
     url: String,
     interval: Duration,
     timeout: Duration,
+    /// When the JWKS was last fetched for an unknown `kid`; `None` until
+    /// the first such fetch, so a key published just after startup is found.
     last: tokio::sync::Mutex<Option<Instant>>,
     client: reqwest::Client,
 }
@@ -69,9 +92,10 @@ fn key_algorithm(jwk: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
     }
 }
 
-fn parse_jwks(text: &str) -> anyhow::Result<HashMap<Option<String>, Key>> {
+fn parse_jwks(text: &str) -> anyhow::Result<KeySet> {
     let set: JwkSet = serde_json::from_str(text)?;
     let mut keys = HashMap::new();
+    let mut described: Vec<String> = Vec::new();
     for jwk in &set.keys {
         if jwk
             .common
@@ -85,12 +109,23 @@ fn parse_jwks(text: &str) -> anyhow::Result<HashMap<Option<String>, Key>> {
             continue;
         };
         let key = DecodingKey::from_jwk(jwk)?;
+        described.push(serde_json::to_string(jwk)?);
         keys.insert(jwk.common.key_id.clone(), Key { algorithm, key });
     }
     if keys.is_empty() {
         anyhow::bail!("the JWKS has no RS256, ES256 or EdDSA signing key");
     }
-    Ok(keys)
+    // Order-independent: a reordered but equal JWKS is no change.
+    described.sort();
+    let mut h = Sha256::new();
+    for d in &described {
+        h.update((d.len() as u64).to_be_bytes());
+        h.update(d.as_bytes());
+    }
+    Ok(KeySet {
+        keys,
+        fingerprint: h.finalize().into(),
+    })
 }
 
 async fn fetch(client: &reqwest::Client, url: &str, timeout: Duration) -> anyhow::Result<String> {
@@ -103,60 +138,141 @@ async fn fetch(client: &reqwest::Client, url: &str, timeout: Duration) -> anyhow
     Ok(resp.text().await?)
 }
 
-impl JwtVerifier {
-    pub async fn from_config(config: &Config, resource: &str) -> anyhow::Result<Self> {
+impl KeyStore {
+    /// Read the JWKS file or fetch the JWKS URL (and start its refresh task).
+    pub async fn load(config: &Config) -> anyhow::Result<Arc<Self>> {
         let jwt = config.auth.jwt.as_ref().expect("validated");
-        let (keys, refresh) = if let Some(file) = &jwt.jwks_file {
+        if let Some(file) = &jwt.jwks_file {
             let text = std::fs::read_to_string(file)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            (
-                parse_jwks(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?,
-                None,
-            )
-        } else {
-            let url = jwt.jwks_url.clone().expect("validated");
-            let client = crate::http_client::client()?;
-            let timeout = Duration::from_millis(jwt.jwks_timeout_ms);
-            let text = fetch(&client, &url, timeout)
-                .await
-                .map_err(|e| anyhow::anyhow!("fetching the JWKS from {url}: {e}"))?;
-            let keys = parse_jwks(&text).map_err(|e| anyhow::anyhow!("the JWKS at {url}: {e}"))?;
-            let refresh = Refresh {
+            let keys = parse_jwks(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            return Ok(Arc::new(Self::fixed(keys)));
+        }
+        let url = jwt.jwks_url.clone().expect("validated");
+        let client = crate::http_client::client()?;
+        let timeout = Duration::from_millis(jwt.jwks_timeout_ms);
+        let text = fetch(&client, &url, timeout)
+            .await
+            .map_err(|e| anyhow::anyhow!("fetching the JWKS from {url}: {e}"))?;
+        let keys = parse_jwks(&text).map_err(|e| anyhow::anyhow!("the JWKS at {url}: {e}"))?;
+        let interval = Duration::from_secs(jwt.jwks_refresh_interval_s);
+        let store = Arc::new(Self {
+            keys: RwLock::new(Arc::new(keys)),
+            generation: AtomicU64::new(0),
+            refresh: Some(Refresh {
                 url,
-                interval: Duration::from_secs(jwt.jwks_refresh_interval_s),
+                interval,
                 timeout,
-                last: tokio::sync::Mutex::new(Some(Instant::now())),
+                last: tokio::sync::Mutex::new(None),
                 client,
-            };
-            (keys, Some(refresh))
-        };
-        Ok(Self::new(
-            keys,
-            jwt.issuer.clone(),
-            resource,
-            config,
-            jwt.required_typ.clone(),
-            refresh,
-        ))
+            }),
+        });
+        spawn_schedule(Arc::downgrade(&store), interval);
+        Ok(store)
     }
 
-    fn new(
-        keys: HashMap<Option<String>, Key>,
+    fn fixed(keys: KeySet) -> Self {
+        Self {
+            keys: RwLock::new(Arc::new(keys)),
+            generation: AtomicU64::new(0),
+            refresh: None,
+        }
+    }
+
+    /// Changes whenever the key set does.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn current(&self) -> Arc<KeySet> {
+        self.keys.read().unwrap().clone()
+    }
+
+    /// Refetch for an unknown `kid`, at most once per interval.
+    async fn refresh_for_unknown_kid(&self) -> Result<(), VerifyError> {
+        let Some(r) = &self.refresh else {
+            return Ok(());
+        };
+        let mut last = r.last.lock().await;
+        if last.is_some_and(|t| t.elapsed() < r.interval) {
+            return Ok(());
+        }
+        *last = Some(Instant::now());
+        self.refetch(r).await
+    }
+
+    /// Fetch the JWKS and install it if it differs from the keys in force.
+    async fn refetch(&self, r: &Refresh) -> Result<(), VerifyError> {
+        let text = fetch(&r.client, &r.url, r.timeout)
+            .await
+            .map_err(|e| VerifyError::Unavailable(format!("JWKS refresh: {e}")))?;
+        let keys = parse_jwks(&text)
+            .map_err(|e| VerifyError::Unavailable(format!("JWKS refresh: {e}")))?;
+        let mut current = self.keys.write().unwrap();
+        if current.fingerprint != keys.fingerprint {
+            let count = keys.keys.len();
+            *current = Arc::new(keys);
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            tracing::info!(url = %r.url, keys = count, "JWKS changed: remembered tokens are re-verified");
+        } else {
+            tracing::debug!(url = %r.url, "JWKS refreshed, unchanged");
+        }
+        Ok(())
+    }
+}
+
+/// Refetch the JWKS every `interval` for as long as its store lives, so a
+/// key removed at the authorization server stops verifying within one
+/// interval. A failed fetch keeps the keys in force (logged).
+fn spawn_schedule(store: std::sync::Weak<KeyStore>, interval: Duration) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(store) = store.upgrade() else {
+                return;
+            };
+            let Some(r) = &store.refresh else {
+                return;
+            };
+            if let Err(VerifyError::Unavailable(e) | VerifyError::Invalid(e)) =
+                store.refetch(r).await
+            {
+                tracing::warn!(url = %r.url, "scheduled {e}; keeping the keys in force");
+            }
+        }
+    });
+}
+
+impl JwtVerifier {
+    pub fn new(
+        store: Arc<KeyStore>,
         issuer: String,
         resource: &str,
         config: &Config,
         required_typ: Option<String>,
-        refresh: Option<Refresh>,
     ) -> Self {
         Self {
-            keys: RwLock::new(keys),
+            store,
             issuer,
             audience: resource.to_owned(),
             subject_claim: config.auth.subject_claim.clone(),
             leeway: config.auth.leeway_s,
             required_typ,
-            refresh,
         }
+    }
+
+    /// The verifier of `[auth.jwt]` over keys loaded by [`KeyStore::load`].
+    pub fn from_config(store: Arc<KeyStore>, config: &Config, resource: &str) -> Self {
+        let jwt = config.auth.jwt.as_ref().expect("validated");
+        Self::new(
+            store,
+            jwt.issuer.clone(),
+            resource,
+            config,
+            jwt.required_typ.clone(),
+        )
     }
 
     /// A verifier with one HMAC key (dev mode).
@@ -169,7 +285,16 @@ impl JwtVerifier {
                 key: DecodingKey::from_secret(secret).expect("hmac key"),
             },
         );
-        Self::new(keys, issuer.to_owned(), resource, config, None, None)
+        let store = KeyStore::fixed(KeySet {
+            keys,
+            fingerprint: [0; 32],
+        });
+        Self::new(Arc::new(store), issuer.to_owned(), resource, config, None)
+    }
+
+    /// Changes whenever the key set does (see [`KeyStore::generation`]).
+    pub fn key_generation(&self) -> u64 {
+        self.store.generation()
     }
 
     pub async fn verify(&self, token: &str) -> Result<Verified, VerifyError> {
@@ -184,10 +309,11 @@ impl JwtVerifier {
                 )));
             }
         }
-        if !self.has_key(header.kid.as_deref()) {
-            self.refresh_keys().await?;
+        if !has_key(&self.store.current(), header.kid.as_deref()) {
+            self.store.refresh_for_unknown_kid().await?;
         }
-        let keys = self.keys.read().unwrap();
+        let set = self.store.current();
+        let keys = &set.keys;
         let key = match (keys.get(&header.kid), header.kid.as_ref()) {
             (Some(k), _) => k,
             // A token without `kid` may use the only key there is.
@@ -220,36 +346,12 @@ impl JwtVerifier {
             expires_at,
         })
     }
+}
 
-    fn has_key(&self, kid: Option<&str>) -> bool {
-        let keys = self.keys.read().unwrap();
-        match kid {
-            Some(k) => keys.contains_key(&Some(k.to_owned())),
-            None => keys.len() == 1 || keys.contains_key(&None),
-        }
-    }
-
-    /// Refetch the JWKS, at most once per interval.
-    async fn refresh_keys(&self) -> Result<(), VerifyError> {
-        let Some(r) = &self.refresh else {
-            return Ok(());
-        };
-        let mut last = r.last.lock().await;
-        if last.is_some_and(|t| t.elapsed() < r.interval) {
-            return Ok(());
-        }
-        *last = Some(Instant::now());
-        let text = fetch(&r.client, &r.url, r.timeout)
-            .await
-            .map_err(|e| VerifyError::Unavailable(format!("JWKS refresh: {e}")))?;
-        match parse_jwks(&text) {
-            Ok(keys) => {
-                *self.keys.write().unwrap() = keys;
-                tracing::info!(url = %r.url, "JWKS refreshed");
-                Ok(())
-            }
-            Err(e) => Err(VerifyError::Unavailable(format!("JWKS refresh: {e}"))),
-        }
+fn has_key(set: &KeySet, kid: Option<&str>) -> bool {
+    match kid {
+        Some(k) => set.keys.contains_key(&Some(k.to_owned())),
+        None => set.keys.len() == 1 || set.keys.contains_key(&None),
     }
 }
 

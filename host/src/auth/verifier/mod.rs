@@ -30,22 +30,63 @@ pub enum Verifier {
     Introspection(introspection::Introspector),
 }
 
-impl Verifier {
-    pub async fn new(config: &Config, resource: &str) -> anyhow::Result<Self> {
+/// The key material a verifier needs, loaded (and checked) before any
+/// component is compiled: a bad dev secret or JWKS stops startup at once.
+pub enum Credentials {
+    None,
+    Dev([u8; crate::state::SECRET_LEN]),
+    Jwt(std::sync::Arc<jwt::KeyStore>),
+    /// Introspection has nothing to load; its endpoint is asked per token.
+    Introspection,
+}
+
+impl Credentials {
+    pub async fn load(config: &Config) -> anyhow::Result<Self> {
         Ok(match config.auth.mode {
-            AuthMode::Dev => Verifier::Dev(dev::verifier(config, resource)?),
-            AuthMode::Jwt => Verifier::Jwt(jwt::JwtVerifier::from_config(config, resource).await?),
-            AuthMode::Introspection => {
+            AuthMode::None => Credentials::None,
+            AuthMode::Dev => Credentials::Dev(dev::load_or_create_secret(&config.state_dir)?),
+            AuthMode::Jwt => Credentials::Jwt(jwt::KeyStore::load(config).await?),
+            AuthMode::Introspection => Credentials::Introspection,
+        })
+    }
+}
+
+impl Verifier {
+    /// The verifier for `resource` (the audience); `None` in mode `none`.
+    pub fn new(
+        config: &Config,
+        credentials: Credentials,
+        resource: &str,
+    ) -> anyhow::Result<Option<Self>> {
+        Ok(Some(match credentials {
+            Credentials::None => return Ok(None),
+            Credentials::Dev(secret) => Verifier::Dev(jwt::JwtVerifier::hmac(
+                &secret,
+                dev::ISSUER,
+                resource,
+                config,
+            )),
+            Credentials::Jwt(store) => {
+                Verifier::Jwt(jwt::JwtVerifier::from_config(store, config, resource))
+            }
+            Credentials::Introspection => {
                 Verifier::Introspection(introspection::Introspector::new(config, resource)?)
             }
-            AuthMode::None => anyhow::bail!("no verifier in auth mode none"),
-        })
+        }))
     }
 
     pub async fn verify(&self, token: &str) -> Result<Verified, VerifyError> {
         match self {
             Verifier::Dev(v) | Verifier::Jwt(v) => v.verify(token).await,
             Verifier::Introspection(v) => v.verify(token).await,
+        }
+    }
+
+    /// Changes whenever the keys tokens are checked against change.
+    pub fn key_generation(&self) -> u64 {
+        match self {
+            Verifier::Dev(v) | Verifier::Jwt(v) => v.key_generation(),
+            Verifier::Introspection(_) => 0,
         }
     }
 }
