@@ -12,6 +12,8 @@
 //!   `source-error`, `big-entry`. Others: `ok` (a valid 3-entry source),
 //!   `context` (read returns its whole call context), `count` (valid; `items`
 //!   entries, `limit` echoed in names so tests can see what was asked).
+//! - `owned`, `owned-*`: a per-user source, correct or breaking one
+//!   cross-call rule (see `owned.rs`).
 //! - `denials`: read tries every ambient authority it must not have
 //!   (environment, stdin, files, sockets, an ungranted database) and reports.
 //!
@@ -26,6 +28,8 @@ use emseepea::inventory::types::{
     ResourceMetadata, SourceError, Template,
 };
 use exports::emseepea::inventory::{inventory, template};
+
+mod owned;
 
 struct Hostile;
 
@@ -127,6 +131,9 @@ impl template::Guest for Hostile {
 
     fn read(uri: String, context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
         let mode = cfg("mode", "ok");
+        if let Some(variant) = mode.strip_prefix("owned") {
+            return owned::read(variant, uri, &context);
+        }
         misbehave(&mode, &context);
         let text = match mode.as_str() {
             "source-error" => {
@@ -311,6 +318,9 @@ impl inventory::Guest for Hostile {
         context: CallContext,
     ) -> Result<InventoryPage, SourceError> {
         let mode = cfg("mode", "ok");
+        if let Some(variant) = mode.strip_prefix("owned") {
+            return owned::list(variant, after, limit, &context);
+        }
         misbehave(&mode, &context);
         let limit = limit as usize;
         let page =
