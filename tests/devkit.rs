@@ -141,7 +141,9 @@ fn the_minimal_example_passes() {
     assert!(outcomes.contains(&"lists 2 record(s)"), "{outcomes:?}");
     assert!(outcomes.contains(&"lists 1 record(s)"), "{outcomes:?}");
     assert!(
-        outcomes.iter().any(|o| o.starts_with("refused by the host")),
+        outcomes
+            .iter()
+            .any(|o| o.starts_with("refused by the host")),
         "the token without scopes: {outcomes:?}"
     );
 }
@@ -156,7 +158,10 @@ fn documents_with_a_seeded_database_pass() {
             "guest-examples/documents/sql/seed.sql",
         ],
     );
-    let s2 = Scratch::new(&format!("[databases.documents]\nfile = \"{}\"\n", db.display()));
+    let s2 = Scratch::new(&format!(
+        "[databases.documents]\nfile = \"{}\"\n",
+        db.display()
+    ));
     let (ok, report) = s2.test_source(&guest("documents"), &[]);
     assert_passes(ok, &report);
 }
@@ -375,4 +380,15 @@ fn given_principals_replace_the_defaults() {
         .map(|p| p["label"].as_str().unwrap())
         .collect();
     assert_eq!(labels, ["carol", "dave", "(no subject)"]);
+}
+
+#[test]
+fn the_readme_embeds_the_minimal_guest_verbatim() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let minimal =
+        std::fs::read_to_string(root().join("guest-examples/minimal/src/lib.rs")).unwrap();
+    assert!(
+        readme.contains(&format!("// src/lib.rs\n{minimal}```")),
+        "README's minimal example differs from guest-examples/minimal/src/lib.rs"
+    );
 }
