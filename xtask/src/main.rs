@@ -66,10 +66,11 @@ fn main() -> ExitCode {
         Some("clients") => clients(),
         Some("demo") => demo(),
         Some("test") => test(&args[1..]),
+        Some("sdk-tests") => sdk_tests(),
         Some("bench") => bench(&args[1..]),
         Some("load") => load(),
         Some("soak") => soak(),
-        _ => Err("usage: cargo xtask <guests|clients|demo|test|bench|load|soak>".into()),
+        _ => Err("usage: cargo xtask <guests|clients|demo|test|sdk-tests|bench|load|soak>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -461,6 +462,7 @@ fn test(extra: &[String]) -> Result {
     let root = root();
     guests()?;
     clients()?;
+    sdk_tests()?;
     if has_nextest() {
         run(cargo()
             .current_dir(&root)
@@ -473,6 +475,16 @@ fn test(extra: &[String]) -> Result {
             .args(extra))?;
     }
     Ok(())
+}
+
+/// The guest SDKs' own unit tests, on the host target (the Rust SDK's
+/// wit-bindgen imports are stubs there).
+fn sdk_tests() -> Result {
+    let root = root();
+    run(cargo()
+        .current_dir(root.join("sdk/rust"))
+        .args(["test", "--quiet", "--target-dir"])
+        .arg(root.join("target/sdk-rust")))
 }
 
 /// The HTTP load driver (release build) behind BENCHMARKS.md.
