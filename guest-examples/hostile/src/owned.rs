@@ -59,7 +59,11 @@ pub fn list(
     let end = (first + limit).min(total);
     let entries = (first..end)
         .map(|i| {
-            let id = if variant == "-uri-repeat" { i % limit } else { i };
+            let id = if variant == "-uri-repeat" {
+                i % limit
+            } else {
+                i
+            };
             let title = if variant == "-random" {
                 format!("Record {i} ({})", random_u64())
             } else {

@@ -156,7 +156,7 @@ pub fn require_subject(context: &CallContext) -> Result<&str, SourceError> {
         .principal
         .as_ref()
         .and_then(|p| p.subject.as_deref())
-        .ok_or_else(|| SourceError::Failed("a verified user is required".into()))
+        .ok_or_else(|| SourceError::Failed("A verified user is required".into()))
 }
 
 /// A one-item text result for `read`.
