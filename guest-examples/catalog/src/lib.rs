@@ -198,11 +198,7 @@ pub unsafe extern "C" fn cabi_realloc(
         if old.is_null() {
             bump::BUMP.alloc(Layout::from_size_align_unchecked(new_len, align))
         } else {
-            bump::BUMP.realloc(
-                old,
-                Layout::from_size_align_unchecked(old_len, align),
-                new_len,
-            )
+            bump::BUMP.realloc(old, Layout::from_size_align_unchecked(old_len, align), new_len)
         }
     };
     if ptr.is_null() {
@@ -275,8 +271,9 @@ mod bump {
                 region.0 = ptr as usize + new_size;
                 return ptr;
             }
-            let new =
-                unsafe { self.alloc(Layout::from_size_align_unchecked(new_size, layout.align())) };
+            let new = unsafe {
+                self.alloc(Layout::from_size_align_unchecked(new_size, layout.align()))
+            };
             if !new.is_null() {
                 unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
             }
