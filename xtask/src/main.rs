@@ -484,7 +484,15 @@ fn sdk_tests() -> Result {
     run(cargo()
         .current_dir(root.join("sdk/rust"))
         .args(["test", "--quiet", "--target-dir"])
-        .arg(root.join("target/sdk-rust")))
+        .arg(root.join("target/sdk-rust")))?;
+    let py = venv("sdk-python", &root.join("sdk/python/requirements.txt"))?;
+    run(Command::new(py).current_dir(root.join("sdk/python")).args([
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]))
 }
 
 /// The HTTP load driver (release build) behind BENCHMARKS.md.
