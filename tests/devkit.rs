@@ -392,3 +392,15 @@ fn the_readme_embeds_the_minimal_guest_verbatim() {
         "README's minimal example differs from guest-examples/minimal/src/lib.rs"
     );
 }
+
+#[test]
+fn the_readme_embeds_the_python_guest_verbatim() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let notes =
+        std::fs::read_to_string(root().join("guest-examples/python-notes/notes.py")).unwrap();
+    let code = &notes[notes.find("from typing import").unwrap()..];
+    assert!(
+        readme.contains(&format!("```python\n{code}```")),
+        "README's Python example differs from guest-examples/python-notes/notes.py"
+    );
+}

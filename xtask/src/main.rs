@@ -262,7 +262,11 @@ fn python_guest(out: &Path) -> Result {
     }
     let target = out.join("python-notes.wasm");
     let stamp_file = out.join(".python-notes-stamp");
-    let stamp = stamp_of(&[src.clone(), root.join("wit")]);
+    let stamp = stamp_of(&[
+        src.clone(),
+        root.join("wit"),
+        root.join("sdk/python/emseepea_guest.py"),
+    ]);
     if target.is_file()
         && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
     {
@@ -274,7 +278,17 @@ fn python_guest(out: &Path) -> Result {
         .current_dir(&src)
         .args(["-d"])
         .arg(root.join("wit"))
-        .args(["-w", "inventory-source", "componentize", "notes", "-o"])
+        .args([
+            "-w",
+            "inventory-source",
+            "componentize",
+            "notes",
+            "-p",
+            ".",
+            "-p",
+        ])
+        .arg(root.join("sdk/python"))
+        .arg("-o")
         .arg(&target))?;
     copy_if_changed(&src.join("manifest.toml"), &out.join("python-notes.toml"))?;
     std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
