@@ -506,7 +506,10 @@ fn sdk_tests() -> Result {
         "-q",
         "-p",
         "no:cacheprovider",
-    ]))
+    ]))?;
+    run(Command::new("node")
+        .current_dir(root.join("sdk/js"))
+        .args(["--test", "emseepea-guest.test.js"]))
 }
 
 /// The HTTP load driver (release build) behind BENCHMARKS.md.
