@@ -157,7 +157,15 @@ pub fn shorten(s: &str) -> String {
     let mut out: String = s
         .chars()
         .take(MAX_VALUE_CHARS)
-        .flat_map(char::escape_debug)
+        .flat_map(|c| {
+            // Control characters escaped (a value may hold a newline); the rest as is.
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
         .collect();
     if total > MAX_VALUE_CHARS {
         let _ = write!(out, "… ({total} characters)");
@@ -277,6 +285,7 @@ mod tests {
         assert!(Stat::of(&mut [6], 10).unwrap().over_half());
         assert!(Stat::of(&mut [], 10).is_none());
         assert_eq!(shorten("a\nb"), "a\\nb");
+        assert_eq!(shorten("alice's"), "alice's");
         let long = shorten(&"x".repeat(1000));
         assert!(long.starts_with(&"x".repeat(MAX_VALUE_CHARS)));
         assert!(long.ends_with("(1000 characters)"));
