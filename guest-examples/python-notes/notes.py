@@ -3,10 +3,11 @@ granted SQLite database, in Python (built with componentize-py). This file
 is the README's "Writing a guest in Python" example, verbatim.
 
 Like the Rust `documents` guest: `list` runs one bounded, ordered query with
-limit + 1 rows to decide has_more, and `read` re-checks ownership.
+limit + 1 rows (sdk.fetch) and sdk.page to decide has_more, and `read` re-checks ownership.
 """
 from typing import List, Optional
 
+import emseepea_guest as sdk  # this repository's sdk/python
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import config, sqlite
@@ -20,9 +21,7 @@ PREFIX = "notes://notes/"
 
 def owner(context: CallContext) -> str:
     # Never fall back to an unrestricted query when the user is unknown.
-    if context.principal is None or not context.principal.subject:
-        raise Err(SourceError_Failed("A verified user is required"))
-    return context.principal.subject
+    return sdk.require_subject(context, lambda: Err(SourceError_Failed("A verified user is required")))
 
 
 def query(sql: str, params: list, max_rows: int) -> sqlite.Rows:
@@ -53,8 +52,8 @@ class Inventory(exports.Inventory):
     def list(self, after: Optional[str], limit: int, context: CallContext) -> InventoryPage:
         user = owner(context)
         rows = query("SELECT sort_key, id, title FROM notes WHERE owner = ?1 AND sort_key > ?2 ORDER BY sort_key LIMIT ?3",
-                     [sqlite.Value_Text(user), sqlite.Value_Text(after or ""), sqlite.Value_Integer(limit + 1)], limit + 1)
-        entries = [InventoryEntry(key=r[0].value, resource=ResourceMetadata(uri=PREFIX + r[1].value, name=r[2].value,
-                                                                              mime_type="text/plain"))
-                   for r in rows.rows[:limit]]
-        return InventoryPage(entries=entries, has_more=len(rows.rows) > limit)
+                     [sqlite.Value_Text(user), sqlite.Value_Text(after or ""), sqlite.Value_Integer(sdk.fetch(limit))],
+                     sdk.fetch(limit))
+        entries, has_more = sdk.page((InventoryEntry(key=r[0].value, resource=ResourceMetadata(
+            uri=PREFIX + r[1].value, name=r[2].value, mime_type="text/plain")) for r in rows.rows), limit)
+        return InventoryPage(entries=entries, has_more=has_more)

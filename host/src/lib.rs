@@ -16,6 +16,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod auth;
 pub mod check;
 pub mod config;
+pub mod devkit;
 pub mod fields;
 #[cfg(test)]
 mod fuzz;

@@ -51,6 +51,31 @@ enum Command {
         #[arg(long)]
         audience: Option<String>,
     },
+    /// Drive one guest through the host's runtime and validation as test
+    /// principals; print every contract break; exit 1 on any.
+    TestSource {
+        /// The component.
+        file: PathBuf,
+        /// Its manifest (default: FILE.toml beside it, if present).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// A server config for databases, directories and budgets.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A test caller, replacing the defaults (two users, a token
+        /// without a user, a user without scopes): SUBJECT (with the
+        /// template's required scopes), SUBJECT:SCOPES (comma-separated,
+        /// may be empty), `-` as SUBJECT for no user. Repeatable.
+        #[arg(long = "principal")]
+        principals: Vec<emseepea::devkit::principals::PrincipalSpec>,
+        /// `per-user` (each user owns records: ownership is checked) or
+        /// `shared` (every caller sees the same records, e.g. a catalog).
+        #[arg(long, default_value = "per-user")]
+        records: emseepea::devkit::test_source::Records,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn init_logging() {
@@ -64,6 +89,12 @@ fn init_logging() {
         .init();
 }
 
+/// The outcome of a command: success, a finding (exit 1, already printed) or an error.
+enum Outcome {
+    Ok,
+    Findings,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
@@ -71,12 +102,44 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let result = runtime.block_on(async move {
+    let result: anyhow::Result<Outcome> = runtime.block_on(async move {
         match cli.command {
             Command::Serve { config, listen } => {
-                emseepea::server::serve(Config::load(&config)?, listen).await
+                emseepea::server::serve(Config::load(&config)?, listen).await?;
+                Ok(Outcome::Ok)
             }
-            Command::Check { config } => emseepea::check::run(Config::load(&config)?).await,
+            Command::Check { config } => {
+                emseepea::check::run(Config::load(&config)?).await?;
+                Ok(Outcome::Ok)
+            }
+            Command::TestSource {
+                file,
+                manifest,
+                config,
+                principals,
+                records,
+                json,
+            } => {
+                let report =
+                    emseepea::devkit::test_source::run(emseepea::devkit::test_source::Options {
+                        wasm: file,
+                        manifest,
+                        config,
+                        principals,
+                        records,
+                    })
+                    .await?;
+                if json {
+                    println!("{}", report.to_json());
+                } else {
+                    print!("{}", report.to_table());
+                }
+                Ok(if report.ok() {
+                    Outcome::Ok
+                } else {
+                    Outcome::Findings
+                })
+            }
             Command::Token {
                 config,
                 sub,
@@ -99,12 +162,13 @@ fn main() -> ExitCode {
                     },
                 )?;
                 println!("{token}");
-                Ok(())
+                Ok(Outcome::Ok)
             }
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Findings) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("emseepea: {e:#}");
             ExitCode::FAILURE

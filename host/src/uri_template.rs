@@ -216,6 +216,33 @@ impl UriTemplate {
         &self.source
     }
 
+    /// One expansion of the template: the first variable of every
+    /// expression set to `value` (which should be unreserved characters), the
+    /// others undefined. `emseepea test-source` uses it to name a resource
+    /// that matches the template but was never listed.
+    pub fn expand_first_variables(&self, value: &str) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Literal(bytes) => out.push_str(&String::from_utf8_lossy(bytes)),
+                Part::Expression { op, vars } => {
+                    if let Some(p) = op.prefix() {
+                        out.push(p as char);
+                    }
+                    if matches!(op, Op::PathParam | Op::Query | Op::QueryContinuation) {
+                        let name = vars
+                            .first()
+                            .map_or("", |v| v.split(['*', ':']).next().unwrap_or_default());
+                        out.push_str(name);
+                        out.push('=');
+                    }
+                    out.push_str(value);
+                }
+            }
+        }
+        out
+    }
+
     /// Number of expressions (`{...}`) in the template.
     pub fn expression_count(&self) -> usize {
         self.parts
@@ -596,6 +623,24 @@ mod tests {
 
     fn t(s: &str) -> UriTemplate {
         UriTemplate::parse(s).unwrap()
+    }
+
+    #[test]
+    fn first_variable_expansions_match_their_template() {
+        for src in [
+            "learn://documents/{id}",
+            "x://a{/path*}{?q,r}{&s}",
+            "x://{+base}/v{.ext}{;p}{#frag}",
+            "catalog://catalog/items/{id:10}",
+        ] {
+            let tpl = t(src);
+            let uri = tpl.expand_first_variables("unlisted0");
+            assert!(tpl.matches(&uri), "{src} -> {uri}");
+        }
+        assert_eq!(
+            t("learn://documents/{id}").expand_first_variables("x"),
+            "learn://documents/x"
+        );
     }
 
     #[test]

@@ -68,10 +68,13 @@ fn main() -> ExitCode {
         Some("demo") => demo(),
         Some("test") => test(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
+        Some("sdk-tests") => sdk_tests(),
         Some("bench") => bench(&args[1..]),
         Some("load") => load(),
         Some("soak") => soak(),
-        _ => Err("usage: cargo xtask <guests|clients|demo|test|fuzz|bench|load|soak>".into()),
+        _ => Err(
+            "usage: cargo xtask <guests|clients|demo|test|sdk-tests|fuzz|bench|load|soak>".into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -263,7 +266,11 @@ fn python_guest(out: &Path) -> Result {
     }
     let target = out.join("python-notes.wasm");
     let stamp_file = out.join(".python-notes-stamp");
-    let stamp = stamp_of(&[src.clone(), root.join("wit")]);
+    let stamp = stamp_of(&[
+        src.clone(),
+        root.join("wit"),
+        root.join("sdk/python/emseepea_guest.py"),
+    ]);
     if target.is_file()
         && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
     {
@@ -275,7 +282,17 @@ fn python_guest(out: &Path) -> Result {
         .current_dir(&src)
         .args(["-d"])
         .arg(root.join("wit"))
-        .args(["-w", "inventory-source", "componentize", "notes", "-o"])
+        .args([
+            "-w",
+            "inventory-source",
+            "componentize",
+            "notes",
+            "-p",
+            ".",
+            "-p",
+        ])
+        .arg(root.join("sdk/python"))
+        .arg("-o")
         .arg(&target))?;
     copy_if_changed(&src.join("manifest.toml"), &out.join("python-notes.toml"))?;
     std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
@@ -463,6 +480,7 @@ fn test(extra: &[String]) -> Result {
     let root = root();
     guests()?;
     clients()?;
+    sdk_tests()?;
     if has_nextest() {
         run(cargo()
             .current_dir(&root)
@@ -538,6 +556,27 @@ fn fuzz(args: &[String]) -> Result {
         .arg(format!("xtask:{}", profile.display()))
         .args(["-E", "test(/prop_/)"])
         .args(rest))
+}
+
+/// The guest SDKs' own unit tests, on the host target (the Rust SDK's
+/// wit-bindgen imports are stubs there).
+fn sdk_tests() -> Result {
+    let root = root();
+    run(cargo()
+        .current_dir(root.join("sdk/rust"))
+        .args(["test", "--quiet", "--target-dir"])
+        .arg(root.join("target/sdk-rust")))?;
+    let py = venv("sdk-python", &root.join("sdk/python/requirements.txt"))?;
+    run(Command::new(py).current_dir(root.join("sdk/python")).args([
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]))?;
+    run(Command::new("node")
+        .current_dir(root.join("sdk/js"))
+        .args(["--test", "emseepea-guest.test.js"]))
 }
 
 /// The HTTP load driver (release build) behind BENCHMARKS.md.

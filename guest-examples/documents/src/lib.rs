@@ -9,15 +9,8 @@
 //!
 //! Config: `database` (the granted label, default `documents`).
 
-wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
-
-use emseepea::inventory::config;
-use emseepea::inventory::sqlite::{Connection, Error as DbError, Value};
-use emseepea::inventory::types::{
-    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents,
-    ResourceMetadata, SourceError, Template,
-};
-use exports::emseepea::inventory::{inventory, template};
+use emseepea_guest::bindings::emseepea::inventory::sqlite::{Connection, Error as DbError, Value};
+use emseepea_guest::*;
 
 const PREFIX: &str = "learn://documents/";
 
@@ -35,15 +28,6 @@ fn backend(e: DbError) -> SourceError {
     }
 }
 
-/// "if (!principal.subject) throw new Error("A verified user is required")"
-fn owner(context: &CallContext) -> Result<&str, SourceError> {
-    context
-        .principal
-        .as_ref()
-        .and_then(|p| p.subject.as_deref())
-        .ok_or_else(|| SourceError::Failed("A verified user is required".into()))
-}
-
 fn text(v: &Value) -> Result<String, SourceError> {
     match v {
         Value::Text(s) => Ok(s.clone()),
@@ -51,22 +35,18 @@ fn text(v: &Value) -> Result<String, SourceError> {
     }
 }
 
-impl template::Guest for Documents {
-    fn describe() -> Template {
-        Template {
-            name: "documents".into(),
-            uri_template: format!("{PREFIX}{{id}}"),
-            title: Some("Documents".into()),
-            description: Some("The signed-in user's documents".into()),
-            mime_type: Some("text/plain".into()),
-            access: Access::Protected,
-            required_scopes: vec!["documents:read".into()],
-            discoverable: true,
-        }
+impl Source for Documents {
+    fn definition() -> Definition {
+        Definition::protected("documents", &format!("{PREFIX}{{id}}"))
+            .title("Documents")
+            .description("The signed-in user's documents")
+            .mime_type("text/plain")
+            .scopes(["documents:read"])
     }
 
     fn read(uri: String, context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
-        let owner = owner(&context)?;
+        // "if (!principal.subject) throw new Error("A verified user is required")"
+        let owner = require_subject(&context)?;
         let id = uri.strip_prefix(PREFIX).ok_or(SourceError::NotFound)?;
         let rows = db()?
             .query(
@@ -76,22 +56,14 @@ impl template::Guest for Documents {
             )
             .map_err(backend)?;
         let row = rows.rows.first().ok_or(SourceError::NotFound)?;
-        Ok(vec![ResourceContents {
-            body: ResourceBody::Text(text(&row[0])?),
-            mime_type: Some("text/plain".into()),
-            uri,
-        }])
+        let body = text(&row[0])?;
+        Ok(emseepea_guest::text(uri, Some("text/plain"), body))
     }
-}
 
-impl inventory::Guest for Documents {
-    fn list(
-        after: Option<String>,
-        limit: u32,
-        context: CallContext,
-    ) -> Result<InventoryPage, SourceError> {
-        let owner = owner(&context)?;
-        // Every key is non-empty, so "" is below all of them.
+    fn list(request: ListRequest) -> Result<InventoryPage, SourceError> {
+        let owner = request.subject()?;
+        // Every key is non-empty, so "" is below all of them; one row more
+        // than `limit` tells whether more exist.
         let rows = db()?
             .query(
                 "SELECT order_key, id, title FROM documents \
@@ -99,30 +71,27 @@ impl inventory::Guest for Documents {
                  ORDER BY order_key LIMIT ?3",
                 &[
                     Value::Text(owner.into()),
-                    Value::Text(after.unwrap_or_default()),
-                    Value::Integer(i64::from(limit) + 1),
+                    Value::Text(request.after_or_start().into()),
+                    Value::Integer(i64::from(request.fetch())),
                 ],
-                limit + 1,
+                request.fetch(),
             )
             .map_err(backend)?;
-        let has_more = rows.rows.len() > limit as usize;
         let entries = rows
             .rows
             .iter()
-            .take(limit as usize)
             .map(|r| {
-                Ok(InventoryEntry {
-                    key: text(&r[0])?,
-                    resource: ResourceMetadata {
-                        uri: format!("{PREFIX}{}", text(&r[1])?),
-                        name: text(&r[2])?,
-                        mime_type: Some("text/plain".into()),
-                    },
-                })
+                let mut e = entry(
+                    text(&r[0])?,
+                    format!("{PREFIX}{}", text(&r[1])?),
+                    text(&r[2])?,
+                );
+                e.resource.mime_type = Some("text/plain".into());
+                Ok(e)
             })
             .collect::<Result<Vec<_>, SourceError>>()?;
-        Ok(InventoryPage { entries, has_more })
+        Ok(request.page(entries))
     }
 }
 
-export!(Documents);
+export_source!(Documents);

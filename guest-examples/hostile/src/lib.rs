@@ -25,6 +25,8 @@
 //! - Definitions: `describe-huge` (`part` = `name`: a 1 MiB name; `scope`: a
 //!   1 MiB scope; `scopes`: `count` (default 10,000) scopes `NAME-i:xx…` of
 //!   `scope_len` (default 8) characters).
+//! - `owned`, `owned-*`: a per-user source, correct or breaking one
+//!   cross-call rule (see `owned.rs`).
 //! - `denials`: read tries every ambient authority it must not have
 //!   (environment, stdin, files, sockets, an ungranted database) and reports.
 //! - `sql-script`: read runs each line of `script` as one statement on one
@@ -43,6 +45,8 @@ use emseepea::inventory::types::{
     ResourceMetadata, SourceError, Template,
 };
 use exports::emseepea::inventory::{inventory, template};
+
+mod owned;
 
 struct Hostile;
 
@@ -161,6 +165,9 @@ impl template::Guest for Hostile {
 
     fn read(uri: String, context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
         let mode = cfg("mode", "ok");
+        if let Some(variant) = mode.strip_prefix("owned") {
+            return owned::read(variant, uri, &context);
+        }
         misbehave(&mode, &context);
         if mode == "chatty" {
             let lines: usize = cfg("lines", "8192").parse().unwrap_or(8192);
@@ -421,6 +428,9 @@ impl inventory::Guest for Hostile {
         context: CallContext,
     ) -> Result<InventoryPage, SourceError> {
         let mode = cfg("mode", "ok");
+        if let Some(variant) = mode.strip_prefix("owned") {
+            return owned::list(variant, after, limit, &context);
+        }
         misbehave(&mode, &context);
         let limit = limit as usize;
         let page =

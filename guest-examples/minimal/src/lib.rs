@@ -1,9 +1,6 @@
 //! The smallest useful inventory source: the README's example, built by
 //! `cargo xtask guests` so it is known to compile.
-wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
-
-use emseepea::inventory::types::*;
-use exports::emseepea::inventory::{inventory, template};
+use emseepea_guest::*;
 
 const RECORDS: [(&str, &str, &str); 3] = [
     ("alice", "k1", "Alpha"),
@@ -13,70 +10,36 @@ const RECORDS: [(&str, &str, &str); 3] = [
 
 struct Minimal;
 
-impl template::Guest for Minimal {
-    fn describe() -> Template {
-        Template {
-            name: "minimal".into(),
-            uri_template: "minimal://records/{key}".into(),
-            title: Some("Minimal".into()),
-            description: None,
-            mime_type: Some("text/plain".into()),
-            access: Access::Protected,
-            required_scopes: vec!["minimal:read".into()],
-            discoverable: true,
-        }
+impl Source for Minimal {
+    fn definition() -> Definition {
+        Definition::protected("minimal", "minimal://records/{key}")
+            .title("Minimal")
+            .mime_type("text/plain")
+            .scopes(["minimal:read"])
+    }
+
+    fn list(request: ListRequest) -> Result<InventoryPage, SourceError> {
+        let user = request.subject()?;
+        // Only this caller's records, keys strictly after `after`, in key order.
+        let mine = RECORDS
+            .iter()
+            .filter(|(owner, key, _)| *owner == user && request.is_after(key))
+            .map(|(_, key, title)| entry(*key, format!("minimal://records/{key}"), *title));
+        Ok(request.page(mine))
     }
 
     fn read(uri: String, context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
-        let user = context
-            .principal
-            .and_then(|p| p.subject)
-            .ok_or(SourceError::Failed("no user".into()))?;
+        let user = require_subject(&context)?;
         let key = uri
             .strip_prefix("minimal://records/")
             .ok_or(SourceError::NotFound)?;
         // Check ownership again on every read: a listed URI grants nothing.
         let (_, _, title) = RECORDS
             .iter()
-            .find(|(o, k, _)| *o == user && *k == key)
+            .find(|(owner, k, _)| *owner == user && *k == key)
             .ok_or(SourceError::NotFound)?;
-        Ok(vec![ResourceContents {
-            uri,
-            mime_type: Some("text/plain".into()),
-            body: ResourceBody::Text(title.to_string()),
-        }])
+        Ok(text(uri, Some("text/plain"), *title))
     }
 }
 
-impl inventory::Guest for Minimal {
-    fn list(
-        after: Option<String>,
-        limit: u32,
-        context: CallContext,
-    ) -> Result<InventoryPage, SourceError> {
-        let user = context
-            .principal
-            .and_then(|p| p.subject)
-            .ok_or(SourceError::Failed("no user".into()))?;
-        // Only this caller's records, keys strictly after `after`, in key order.
-        let mine = RECORDS
-            .iter()
-            .filter(|(o, k, _)| *o == user && after.as_deref().is_none_or(|a| *k > a));
-        let mut entries: Vec<InventoryEntry> = mine
-            .map(|(_, k, title)| InventoryEntry {
-                key: k.to_string(),
-                resource: ResourceMetadata {
-                    uri: format!("minimal://records/{k}"),
-                    name: title.to_string(),
-                    mime_type: None,
-                },
-            })
-            .take(limit as usize + 1)
-            .collect();
-        let has_more = entries.len() > limit as usize;
-        entries.truncate(limit as usize);
-        Ok(InventoryPage { entries, has_more })
-    }
-}
-
-export!(Minimal);
+export_source!(Minimal);

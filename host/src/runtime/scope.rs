@@ -2,7 +2,7 @@
 
 use super::slots::CallerKey;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The deadline and cancellation signal of one MCP request, plus its id for
@@ -47,6 +47,7 @@ pub fn unix_ms(deadline: Instant) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_deadline_in_unix_milliseconds() {
