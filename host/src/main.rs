@@ -28,6 +28,12 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
+    /// Serve MCP to one client over stdin/stdout (newline-delimited JSON-RPC).
+    /// The caller's bearer token comes from the EMSEEPEA_TOKEN variable.
+    Stdio {
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Load and validate the config and every source; print a table; exit 1 on any problem.
     Check {
         #[arg(long)]
@@ -76,6 +82,7 @@ fn main() -> ExitCode {
             Command::Serve { config, listen } => {
                 emseepea::server::serve(Config::load(&config)?, listen).await
             }
+            Command::Stdio { config } => emseepea::mcp::stdio::serve(Config::load(&config)?).await,
             Command::Check { config } => emseepea::check::run(Config::load(&config)?).await,
             Command::Token {
                 config,
@@ -103,6 +110,8 @@ fn main() -> ExitCode {
             }
         }
     });
+    // A blocking read of stdin (stdio) cannot be cancelled: do not wait for it.
+    runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -17,6 +17,7 @@ pub mod methods;
 pub mod model;
 pub mod pipeline;
 pub mod session;
+pub mod stdio;
 pub mod version;
 
 use crate::auth::Auth;
