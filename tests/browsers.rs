@@ -160,3 +160,140 @@ async fn a_foreign_origin_gets_no_grant() {
         .unwrap();
     assert_eq!(h(&doc, "access-control-allow-origin"), None);
 }
+
+/// Debian's chromium (`apt-get install -y chromium`; `.ci/run` installs it).
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// A static server for the test page on 127.0.0.1, port 0: `/` is the
+/// page, `/page.js` the bundled SDK client. The same page is reachable as
+/// `http://localhost:PORT` and `http://127.0.0.1:PORT`: two origins.
+fn static_server(dir: &std::path::Path) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = dir.to_owned();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            let _ = reader.read_line(&mut request_line);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let path = request_line.split(' ').nth(1).unwrap_or("/");
+            let (status, kind, body) = match path {
+                "/" => (
+                    "200 OK",
+                    "text/html",
+                    std::fs::read(dir.join("index.html")).unwrap(),
+                ),
+                "/page.js" => (
+                    "200 OK",
+                    "text/javascript",
+                    std::fs::read(dir.join("page.js")).unwrap(),
+                ),
+                _ => ("404 Not Found", "text/plain", b"not found".to_vec()),
+            };
+            let mut s = stream;
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(&body);
+        }
+    });
+    port
+}
+
+fn node(args: &[&str]) -> serde_json::Value {
+    let dir = root().join("tests/clients/node");
+    assert!(
+        dir.join("node_modules/puppeteer-core").is_dir(),
+        "run `cargo xtask clients` (npm ci in tests/clients/node)"
+    );
+    let out = std::process::Command::new("node")
+        .current_dir(&dir)
+        .arg("browser_client.mjs")
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "browser driver failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn a_real_browser_on_an_allowed_origin_runs_the_cursor_loop_and_another_is_refused() {
+    assert!(
+        std::path::Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: apt-get install -y chromium"
+    );
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(
+        site.path().join("index.html"),
+        "<!doctype html><meta charset=utf-8><title>emseepea browser test</title><script type=module src=/page.js></script>",
+    )
+    .unwrap();
+    node(&["bundle", site.path().to_str().unwrap()]);
+    let port = static_server(site.path());
+    let allowed = format!("http://localhost:{port}");
+    let s = server()
+        .config(&format!("[http]\nallowed_origins = [\"{allowed}\"]\n"))
+        .source("catalog", "catalog", "[config]\nitems = \"120\"\n")
+        .start();
+    let token = s.token(Some("alice"), "catalog:read");
+    let params =
+        json!({"url": s.url, "token": token, "read": "catalog://catalog/items/0000000077"});
+    let fragment = format!("#{}", urlencode(&params.to_string()));
+
+    let ok = node(&["run", CHROMIUM, &format!("{allowed}/{fragment}")]);
+    assert_eq!(ok["ok"], true, "{ok}");
+    let out = &ok["out"];
+    assert_eq!(out["origin"], allowed.as_str());
+    assert_eq!(out["pages"], 3, "{out}");
+    let uris = out["uris"].as_array().unwrap();
+    assert_eq!(uris.len(), 120);
+    assert_eq!(uris[0], "catalog://catalog/items/0000000001");
+    assert_eq!(out["read"], "Item 77 of the catalog catalog.\n");
+    assert!(
+        out["session"].is_string(),
+        "Mcp-Session-Id was readable: {out}"
+    );
+    s.expect_log(&["session ended by the client"]);
+
+    // The same page from another origin (loopback too, so only CORS stands
+    // in the way): the browser refuses to let it call the server.
+    let refused = node(&[
+        "run",
+        CHROMIUM,
+        &format!("http://127.0.0.1:{port}/{fragment}"),
+    ]);
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("fetch"),
+        "{refused}"
+    );
+    assert_eq!(
+        s.log_lines_with("session initialized"),
+        1,
+        "the refused page never got past the preflight"
+    );
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
