@@ -183,6 +183,10 @@ pub const SQLITE_MAX_SQL_LENGTH: i32 = 1 << 20;
 pub const SQLITE_CACHE_KIB: i64 = 1024;
 /// Idle connections kept per (source, database) pool.
 pub const SQLITE_POOL_SIZE: usize = 8;
+/// `emseepea stdio`: requests of the one client running at once (and
+/// answers waiting for stdout). Reading stdin pauses at this bound, so a
+/// client that never reads its answers cannot grow the host's memory.
+pub const STDIO_MAX_IN_FLIGHT: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

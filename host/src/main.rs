@@ -28,6 +28,12 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
+    /// Serve MCP to one client over stdin/stdout (newline-delimited JSON-RPC).
+    /// The caller's bearer token comes from the EMSEEPEA_TOKEN variable.
+    Stdio {
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Load and validate the config and every source; print a table; exit 1 on any problem.
     Check {
         #[arg(long)]
@@ -140,6 +146,10 @@ fn main() -> ExitCode {
                     Outcome::Findings
                 })
             }
+            Command::Stdio { config } => {
+                emseepea::mcp::stdio::serve(Config::load(&config)?).await?;
+                Ok(Outcome::Ok)
+            }
             Command::Token {
                 config,
                 sub,
@@ -166,6 +176,8 @@ fn main() -> ExitCode {
             }
         }
     });
+    // A blocking read of stdin (stdio) cannot be cancelled: do not wait for it.
+    runtime.shutdown_background();
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Findings) => ExitCode::FAILURE,

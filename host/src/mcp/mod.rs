@@ -1,4 +1,5 @@
-//! MCP over Streamable HTTP, as one pipeline (`pipeline`): HTTP guards and
+//! MCP over Streamable HTTP, as one pipeline (`pipeline`), and over stdio
+//! through the same pieces (`stdio`): HTTP guards and
 //! per-version headers (`http`), authentication (`caller`), JSON-RPC
 //! framing (`jsonrpc`), the methods and their policy table (`method`),
 //! dispatch (`methods`), one message (`exchange`) or a batch (`batch`), the
@@ -17,6 +18,7 @@ pub mod methods;
 pub mod model;
 pub mod pipeline;
 pub mod session;
+pub mod stdio;
 pub mod version;
 
 use crate::auth::Auth;

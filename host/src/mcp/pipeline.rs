@@ -19,6 +19,7 @@ use super::caller::{self, Caller};
 use super::errors::McpError;
 use super::exchange;
 use super::http::body::{self, BodyLimits};
+use super::http::cors;
 use super::http::guards::{self, Origins, Rejection, Verb};
 use super::http::{self as h, HttpResponse, cache_control};
 use super::jsonrpc::{self, Frame, RequestId};
@@ -65,13 +66,20 @@ impl From<Rejection> for Stop {
 }
 
 pub async fn handle(app: Arc<App>, req: Request<Body>) -> HttpResponse {
-    serve(&app, req)
+    // CORS is decided once, from the request, and added to whatever answers it.
+    let grant = cors::grant(&app.config.http.allowed_origins, req.headers());
+    let mut r = serve(&app, req, &grant)
         .await
-        .unwrap_or_else(|stop| stop.into_response(&app))
+        .unwrap_or_else(|stop| stop.into_response(&app));
+    cors::apply(&grant, &mut r);
+    r
 }
 
-async fn serve(app: &App, req: Request<Body>) -> Result<HttpResponse, Stop> {
+async fn serve(app: &App, req: Request<Body>, grant: &cors::Grant) -> Result<HttpResponse, Stop> {
     let path = req.uri().path();
+    if cors::is_preflight(req.method(), req.headers()) {
+        return preflight(app, &req, grant);
+    }
     if req.method() == HttpMethod::GET && (path == WELL_KNOWN_METADATA || path == app.metadata_path)
     {
         return metadata(app);
@@ -85,6 +93,26 @@ async fn serve(app: &App, req: Request<Body>) -> Result<HttpResponse, Stop> {
     match verb {
         Verb::Post => post(app, &parts, body).await,
         Verb::Delete => delete(app, &parts).await,
+    }
+}
+
+/// A CORS preflight: answered for configured origins on the paths we
+/// serve, refused (403) for every other origin.
+fn preflight(app: &App, req: &Request<Body>, grant: &cors::Grant) -> Result<HttpResponse, Stop> {
+    let path = req.uri().path();
+    let methods = if path == app.config.http.endpoint {
+        "POST, DELETE"
+    } else if app.auth.enabled() && (path == WELL_KNOWN_METADATA || path == app.metadata_path) {
+        "GET"
+    } else {
+        return Err(Rejection::NotFound.into());
+    };
+    guards::origin_and_host(&origins(app), req.headers())?;
+    match grant {
+        cors::Grant::Allowed(_) => Ok(cors::preflight(methods)),
+        _ => {
+            Err(Rejection::OriginOrHost("Origin not in allowed_origins (preflight)".into()).into())
+        }
     }
 }
 
