@@ -174,6 +174,7 @@ impl template::Guest for Hostile {
             let out = "x\n".repeat(lines);
             print!("{out}");
             eprint!("{out}");
+        }
         if mode == "slow" {
             let ms: u64 = cfg("delay_ms", "1000").parse().unwrap_or(1000);
             std::thread::sleep(std::time::Duration::from_millis(ms));
