@@ -1,5 +1,5 @@
 //! The seed's `documents` example: each caller lists and reads only the
-//! documents they own, from a granted SQLite database.
+//! documents they own, from a granted SQL database (SQLite by default).
 //!
 //! "Query only the caller’s records": `list` runs one bounded, ordered query
 //! (`owner = ? AND order_key > ? ORDER BY order_key LIMIT limit + 1`; the
@@ -12,7 +12,7 @@
 wit_bindgen::generate!({ world: "inventory-source", path: "../../wit" });
 
 use emseepea::inventory::config;
-use emseepea::inventory::sqlite::{Connection, Error as DbError, Value};
+use emseepea::inventory::sql::{Connection, Error as DbError, Value};
 use emseepea::inventory::types::{
     Access, CallContext, InventoryEntry, InventoryPage, ResourceBody, ResourceContents,
     ResourceMetadata, SourceError, Template,
