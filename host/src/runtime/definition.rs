@@ -24,6 +24,34 @@ pub struct SourceDefinition {
     pub discoverable: bool,
 }
 
+/// Why a `describe()` result is refused at startup (the messages are the
+/// startup error's reason).
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    #[error("template name {0:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]")]
+    Name(String),
+    #[error("uri-template is longer than 2048 characters")]
+    UriTemplateTooLong,
+    #[error("uri-template {template:?} does not parse: {reason}")]
+    UriTemplateSyntax { template: String, reason: String },
+    #[error("uri-template {0:?} has no expression")]
+    UriTemplateWithoutExpression(String),
+    #[error("{field} is longer than {max} characters")]
+    TooLong { field: &'static str, max: usize },
+    #[error(
+        "required scope {0:?} must be 1..={MAX_SCOPE} printable ASCII characters without spaces or quotes"
+    )]
+    Scope(String),
+    #[error("a public template cannot have required-scopes")]
+    PublicWithScopes,
+    #[error(
+        "exports `inventory` (list) but its template is public; list needs a protected template"
+    )]
+    PublicListing,
+    #[error("exports `inventory` (list) but its template is suppressed (discoverable: false)")]
+    SuppressedListing,
+}
+
 const MAX_NAME: usize = 64;
 const MAX_TITLE: usize = 512;
 const MAX_DESCRIPTION: usize = 4096;
@@ -32,7 +60,7 @@ const MAX_SCOPE: usize = 128;
 impl SourceDefinition {
     /// Validate what `describe()` returned; `lists` is whether the component
     /// exports `inventory`.
-    pub fn validate(t: wit::Template, lists: bool) -> Result<Self, String> {
+    pub fn validate(t: wit::Template, lists: bool) -> Result<Self, DefinitionError> {
         if t.name.is_empty()
             || t.name.len() > MAX_NAME
             || !t
@@ -40,20 +68,20 @@ impl SourceDefinition {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         {
-            return Err(format!(
-                "template name {:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]",
-                t.name
-            ));
+            return Err(DefinitionError::Name(t.name));
         }
         if t.uri_template.len() > crate::config::MAX_URI_LEN {
-            return Err("uri-template is longer than 2048 characters".into());
+            return Err(DefinitionError::UriTemplateTooLong);
         }
-        let uri_template = UriTemplate::parse(&t.uri_template)
-            .map_err(|e| format!("uri-template {:?} does not parse: {e}", t.uri_template))?;
+        let uri_template = UriTemplate::parse(&t.uri_template).map_err(|e| {
+            DefinitionError::UriTemplateSyntax {
+                template: t.uri_template.clone(),
+                reason: e.to_string(),
+            }
+        })?;
         if uri_template.expression_count() == 0 {
-            return Err(format!(
-                "uri-template {:?} has no expression",
-                t.uri_template
+            return Err(DefinitionError::UriTemplateWithoutExpression(
+                t.uri_template,
             ));
         }
         check_len("title", t.title.as_deref(), MAX_TITLE)?;
@@ -66,9 +94,7 @@ impl SourceDefinition {
                     .bytes()
                     .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
             {
-                return Err(format!(
-                    "required scope {scope:?} must be 1..={MAX_SCOPE} printable ASCII characters without spaces or quotes"
-                ));
+                return Err(DefinitionError::Scope(scope.clone()));
             }
         }
         let access = match t.access {
@@ -76,18 +102,15 @@ impl SourceDefinition {
             wit::Access::Protected => Access::Protected,
         };
         if access == Access::Public && !t.required_scopes.is_empty() {
-            return Err("a public template cannot have required-scopes".into());
+            return Err(DefinitionError::PublicWithScopes);
         }
         // "list is supported only on a protected, discoverable template. Public or
         // suppressed templates cannot register it."
         if lists && access == Access::Public {
-            return Err("exports `inventory` (list) but its template is public; list needs a protected template".into());
+            return Err(DefinitionError::PublicListing);
         }
         if lists && !t.discoverable {
-            return Err(
-                "exports `inventory` (list) but its template is suppressed (discoverable: false)"
-                    .into(),
-            );
+            return Err(DefinitionError::SuppressedListing);
         }
         let mut required_scopes = t.required_scopes;
         required_scopes.sort();
@@ -105,11 +128,9 @@ impl SourceDefinition {
     }
 }
 
-fn check_len(what: &str, value: Option<&str>, max: usize) -> Result<(), String> {
+fn check_len(field: &'static str, value: Option<&str>, max: usize) -> Result<(), DefinitionError> {
     match value {
-        Some(v) if v.encode_utf16().count() > max => {
-            Err(format!("{what} is longer than {max} characters"))
-        }
+        Some(v) if v.encode_utf16().count() > max => Err(DefinitionError::TooLong { field, max }),
         _ => Ok(()),
     }
 }
@@ -137,19 +158,17 @@ mod tests {
         let mut public = template();
         public.access = wit::Access::Public;
         public.required_scopes.clear();
-        assert!(
-            SourceDefinition::validate(public.clone(), true)
-                .unwrap_err()
-                .contains("public")
-        );
+        assert!(matches!(
+            SourceDefinition::validate(public.clone(), true),
+            Err(DefinitionError::PublicListing)
+        ));
         assert!(SourceDefinition::validate(public, false).is_ok());
         let mut hidden = template();
         hidden.discoverable = false;
-        assert!(
-            SourceDefinition::validate(hidden.clone(), true)
-                .unwrap_err()
-                .contains("suppressed")
-        );
+        assert!(matches!(
+            SourceDefinition::validate(hidden.clone(), true),
+            Err(DefinitionError::SuppressedListing)
+        ));
         assert!(SourceDefinition::validate(hidden, false).is_ok());
     }
 
@@ -157,15 +176,33 @@ mod tests {
     fn names_templates_and_scopes_are_checked() {
         let mut t = template();
         t.name = "Bad Name".into();
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::Name(n)) if n == "Bad Name"
+        ));
         let mut t = template();
         t.uri_template = "learn://{".into();
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::UriTemplateSyntax { .. })
+        ));
         let mut t = template();
         t.uri_template = "learn://fixed".into();
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::UriTemplateWithoutExpression(_))
+        ));
         let mut t = template();
         t.required_scopes = vec!["has space".into()];
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::Scope(_))
+        ));
+        let mut t = template();
+        t.title = Some("x".repeat(MAX_TITLE + 1));
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::TooLong { field: "title", .. })
+        ));
     }
 }
