@@ -142,6 +142,9 @@ pub struct Config {
     pub cache_dir: Option<PathBuf>,
     #[serde(default)]
     pub http: HttpConfig,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`); off unless set.
+    #[serde(default)]
+    pub admin: AdminConfig,
     #[serde(default)]
     pub budget: BudgetConfig,
     #[serde(default)]
@@ -180,6 +183,15 @@ fn default_max_application_result_bytes() -> usize {
 }
 fn default_max_read_bytes() -> usize {
     DEFAULT_MAX_READ_BYTES
+}
+
+/// `[admin]`: the operator's listener, separate from MCP.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (never the MCP
+    /// address). Unset: no admin listener.
+    pub listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

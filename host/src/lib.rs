@@ -13,6 +13,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+pub mod admin;
 pub mod auth;
 pub mod check;
 pub mod config;
@@ -23,4 +24,5 @@ pub mod inventory;
 pub mod mcp;
 pub mod runtime;
 pub mod server;
+pub mod telemetry;
 pub mod uri_template;

@@ -41,6 +41,20 @@ pub enum AuthError {
     Unavailable(String),
 }
 
+impl AuthError {
+    /// The `reason` label of `emseepea_auth_failures_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::Missing => "missing",
+            AuthError::QueryToken => "query_token",
+            AuthError::Malformed => "malformed",
+            AuthError::TooLarge => "too_large",
+            AuthError::Invalid(_) => "invalid",
+            AuthError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
 pub struct Auth {
     mode: AuthMode,
     verifier: Option<Verifier>,
@@ -142,8 +156,10 @@ impl Auth {
             return Err(AuthError::Malformed);
         }
         if let Some(p) = self.cache.get(token) {
+            crate::telemetry::metrics().token_cache_hits.inc();
             return Ok(Some(p));
         }
+        crate::telemetry::metrics().token_cache_misses.inc();
         let verifier = self.verifier.as_ref().expect("enabled implies a verifier");
         match verifier.verify(token).await {
             Ok(v) => {

@@ -23,6 +23,7 @@ use super::http::guards::{self, Origins, Rejection, Verb};
 use super::http::{self as h, HttpResponse, cache_control};
 use super::jsonrpc::{self, Frame, RequestId};
 use super::version::Version;
+use crate::telemetry::metrics::{InFlight, StatusLabels, metrics};
 use bytes::Bytes;
 use http::{Method as HttpMethod, Request, StatusCode, request::Parts};
 use hyper::body::Incoming as Body;
@@ -65,9 +66,20 @@ impl From<Rejection> for Stop {
 }
 
 pub async fn handle(app: Arc<App>, req: Request<Body>) -> HttpResponse {
-    serve(&app, req)
+    let m = metrics();
+    let _in_flight = InFlight::enter(&m.http_in_flight);
+    let started = std::time::Instant::now();
+    let response = serve(&app, req)
         .await
-        .unwrap_or_else(|stop| stop.into_response(&app))
+        .unwrap_or_else(|stop| stop.into_response(&app));
+    m.http_request_duration
+        .observe(started.elapsed().as_secs_f64());
+    m.http_responses
+        .get_or_create(&StatusLabels {
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
 }
 
 async fn serve(app: &App, req: Request<Body>) -> Result<HttpResponse, Stop> {

@@ -121,6 +121,11 @@ fn new_id() -> String {
     hex::encode(rand::random::<[u8; 16]>())
 }
 
+/// The sessions gauge follows the map (set under its lock).
+fn held(map: &HashMap<String, Arc<Session>>) {
+    crate::telemetry::metrics().sessions.set(map.len() as i64);
+}
+
 impl Sessions {
     pub fn new(max: usize, idle_timeout: Duration) -> Self {
         Self {
@@ -156,6 +161,7 @@ impl Sessions {
             }
         }
         map.insert(session.id.clone(), session.clone());
+        held(&map);
         session
     }
 
@@ -165,6 +171,7 @@ impl Sessions {
         let session = map.get(id)?.clone();
         if session.idle_for() >= self.idle_timeout {
             map.remove(id);
+            held(&map);
             session.cancel_all();
             return None;
         }
@@ -173,7 +180,10 @@ impl Sessions {
     }
 
     pub fn remove(&self, id: &str) -> bool {
-        match self.map.lock().unwrap().remove(id) {
+        let mut map = self.map.lock().unwrap();
+        let removed = map.remove(id);
+        held(&map);
+        match removed {
             Some(s) => {
                 s.cancel_all();
                 true

@@ -17,6 +17,7 @@ use super::output;
 use super::page::LiftError;
 use super::scope::RequestScope;
 use crate::guest_text::GuestText;
+use crate::telemetry::metrics::{InFlight, metrics};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -56,7 +57,7 @@ impl Source {
             started: Instant::now(),
             done: false,
         };
-        let run = self.run(budget, scope, f);
+        let run = self.run(budget, scope, what, f);
         let result = tokio::select! {
             biased;
             _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
@@ -69,18 +70,28 @@ impl Source {
         result
     }
 
-    async fn run<R, F>(&self, budget: Budget, scope: &RequestScope, f: F) -> Result<R, GuestError>
+    async fn run<R, F>(
+        &self,
+        budget: Budget,
+        scope: &RequestScope,
+        what: &'static str,
+        f: F,
+    ) -> Result<R, GuestError>
     where
         R: Send,
         F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
     {
         // Wait for a pool slot; the outer timer bounds the wait by the deadline.
+        let waiting = Instant::now();
         let _permit = self
             .runtime
             .permits
             .acquire()
             .await
             .map_err(|_| GuestError::Cancelled)?;
+        let m = metrics();
+        m.slot_wait.observe(waiting.elapsed().as_secs_f64());
+        let _slot = InFlight::enter(&m.slots_in_use);
         if Instant::now() >= budget.deadline {
             return Err(GuestError::DeadlineExceeded);
         }
@@ -126,6 +137,7 @@ impl Source {
             }),
         };
         let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        m.guest_usage(&self.log_name, what, fuel_used, store.data().memory.used());
         self.last_fuel_used
             .store(fuel_used, std::sync::atomic::Ordering::Relaxed);
         self.last_memory_bytes.store(
@@ -191,6 +203,11 @@ struct CallLog<'a> {
 impl CallLog<'_> {
     fn finish<R>(&mut self, result: &Result<R, GuestError>) {
         self.done = true;
+        let outcome = match result {
+            Ok(_) => "ok",
+            Err(e) => e.outcome(),
+        };
+        metrics().guest_call(self.source, self.what, outcome, self.started.elapsed());
         let elapsed_us = self.started.elapsed().as_micros() as u64;
         match result {
             Ok(_) => tracing::debug!(
@@ -228,6 +245,12 @@ impl CallLog<'_> {
 impl Drop for CallLog<'_> {
     fn drop(&mut self) {
         if !self.done {
+            metrics().guest_call(
+                self.source,
+                self.what,
+                GuestError::Cancelled.outcome(),
+                self.started.elapsed(),
+            );
             tracing::warn!(
                 source = self.source,
                 call = self.what,

@@ -1,0 +1,6 @@
+//! What the process tells its operator: Prometheus metrics (`metrics`).
+//! Telemetry observes every layer and changes none.
+
+pub mod metrics;
+
+pub use metrics::metrics;
