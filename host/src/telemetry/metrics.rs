@@ -50,19 +50,6 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SourceLabels {
-    pub source: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutboundLabels {
-    pub source: String,
-    /// A host from the source's `[capabilities.http] allow` list (bounded by config).
-    pub host: String,
-    pub status_class: &'static str,
-}
-
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds() -> Histogram {
@@ -102,11 +89,6 @@ pub struct Metrics {
     pub auth_failures: Family<ReasonLabels, Counter>,
     pub token_cache_hits: Counter,
     pub token_cache_misses: Counter,
-    pub sqlite_duration: Histograms<SourceLabels>,
-    pub sqlite_rows: Histograms<SourceLabels>,
-    pub sqlite_interrupted: Family<SourceLabels, Counter>,
-    pub outbound_http: Family<OutboundLabels, Counter>,
-    pub outbound_http_denied: Family<SourceLabels, Counter>,
 }
 
 impl Metrics {
@@ -131,11 +113,6 @@ impl Metrics {
             auth_failures: Family::default(),
             token_cache_hits: Counter::default(),
             token_cache_misses: Counter::default(),
-            sqlite_duration: Family::new_with_constructor(seconds),
-            sqlite_rows: Family::new_with_constructor(counts),
-            sqlite_interrupted: Family::default(),
-            outbound_http: Family::default(),
-            outbound_http_denied: Family::default(),
             registry: Registry::default(),
         };
         // Counters get `_total` from the encoder; units are in the names.
@@ -228,31 +205,6 @@ impl Metrics {
             "token_cache_misses",
             "Bearer tokens sent to the verifier",
             m.token_cache_misses.clone(),
-        );
-        r.register(
-            "sqlite_statement_duration_seconds",
-            "Time of one SQLite statement a guest ran",
-            m.sqlite_duration.clone(),
-        );
-        r.register(
-            "sqlite_statement_rows",
-            "Rows one SQLite statement returned",
-            m.sqlite_rows.clone(),
-        );
-        r.register(
-            "sqlite_statements_interrupted",
-            "SQLite statements stopped by the call's deadline or budget",
-            m.sqlite_interrupted.clone(),
-        );
-        r.register(
-            "outbound_http_requests",
-            "Granted outbound HTTP requests, by source, allowed host and status class",
-            m.outbound_http.clone(),
-        );
-        r.register(
-            "outbound_http_denied",
-            "Outbound HTTP requests refused by the source's grant",
-            m.outbound_http_denied.clone(),
         );
         Metrics { registry: r, ..m }
     }
