@@ -252,3 +252,50 @@ fn readyz_is_503_while_draining() {
     let status = s.terminate();
     assert!(status.success(), "exit status {status}");
 }
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id_of_a_guest_failure() {
+    let s = server()
+        .config("[log]\nformat = \"json\"\n")
+        .hostile("bad", "loop", "[budget]\nfuel = 20_000_000")
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    let a = modern(
+        &s.url,
+        Some(&token),
+        json!("req-fuel-7"),
+        "resources/read",
+        json!({"uri": "hostile://bad/1"}),
+    )
+    .await;
+    assert_eq!(a.json()["error"]["code"], -32603, "{}", a.text());
+    s.expect_log(&["guest call failed"]);
+    let log = s.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let failure = lines
+        .iter()
+        .find(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("guest call failed"))
+        })
+        .unwrap_or_else(|| panic!("no failure line:\n{log}"));
+    assert_eq!(failure["level"], "WARN", "{failure}");
+    assert_eq!(failure["target"], "emseepea::runtime::call", "{failure}");
+    assert_eq!(failure["source"], "bad", "{failure}");
+    assert_eq!(failure["reason"], "fuel_exhausted", "{failure}");
+    assert_eq!(failure["request_id"], "\"req-fuel-7\"", "{failure}");
+    assert!(failure["timestamp"].is_string(), "{failure}");
+    // Every line about this request carries the same id.
+    let about: Vec<_> = lines
+        .iter()
+        .filter(|v| v.to_string().contains("req-fuel-7"))
+        .collect();
+    assert!(!about.is_empty());
+    for v in about {
+        assert_eq!(v["request_id"], "\"req-fuel-7\"", "{v}");
+    }
+}
