@@ -222,6 +222,12 @@ pub struct Config {
     pub cache_key_file: Option<PathBuf>,
     #[serde(default)]
     pub http: HttpConfig,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`); off unless set.
+    #[serde(default)]
+    pub admin: AdminConfig,
+    /// `[log] format`: `human` (default) or `json` (`--log-format` overrides).
+    #[serde(default)]
+    pub log: LogConfig,
     #[serde(default)]
     pub budget: BudgetConfig,
     #[serde(default)]
@@ -260,6 +266,33 @@ fn default_max_application_result_bytes() -> usize {
 }
 fn default_max_read_bytes() -> usize {
     DEFAULT_MAX_READ_BYTES
+}
+
+/// How log lines are written (to stderr).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One `key=value` line per event (the default).
+    #[default]
+    Human,
+    /// One JSON object per line: timestamp, level, target, message and the
+    /// event's fields (request_id, source, reason, ...) at the top level.
+    Json,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+}
+
+/// `[admin]`: the operator's listener, separate from MCP.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (never the MCP
+    /// address). Unset: no admin listener.
+    pub listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -13,6 +13,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+pub mod admin;
 pub mod auth;
 pub mod check;
 pub mod config;
@@ -28,4 +29,5 @@ pub mod mcp;
 pub mod runtime;
 pub mod server;
 pub mod state;
+pub mod telemetry;
 pub mod uri_template;

@@ -2,7 +2,7 @@
 //! the library.
 
 use clap::{Parser, Subcommand};
-use emseepea::config::Config;
+use emseepea::config::{Config, LogFormat};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,6 +14,9 @@ use std::process::ExitCode;
     about = "An MCP server hosting sandboxed WebAssembly components as resource sources"
 )]
 struct Cli {
+    /// Log format on stderr (overrides the config's `[log] format`).
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -84,15 +87,13 @@ enum Command {
     },
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("EMSEEPEA_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,cranelift_codegen=warn,wasmtime=warn")
-    });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+/// The config, read before logging starts (its `[log] format` decides how
+/// lines look); a config that does not load is reported on stderr as before.
+fn load(path: &std::path::Path, flag: Option<LogFormat>) -> anyhow::Result<Config> {
+    let config = Config::load(path);
+    let format = flag.unwrap_or(config.as_ref().map_or(LogFormat::Human, |c| c.log.format));
+    emseepea::telemetry::logs::init(format);
+    Ok(config?)
 }
 
 /// The outcome of a command: success, a finding (exit 1, already printed) or an error.
@@ -103,7 +104,7 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let flag = cli.log_format;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -111,11 +112,11 @@ fn main() -> ExitCode {
     let result: anyhow::Result<Outcome> = runtime.block_on(async move {
         match cli.command {
             Command::Serve { config, listen } => {
-                emseepea::server::serve(Config::load(&config)?, listen).await?;
+                emseepea::server::serve(load(&config, flag)?, listen).await?;
                 Ok(Outcome::Ok)
             }
             Command::Check { config } => {
-                emseepea::check::run(Config::load(&config)?).await?;
+                emseepea::check::run(load(&config, flag)?).await?;
                 Ok(Outcome::Ok)
             }
             Command::TestSource {
@@ -126,6 +127,7 @@ fn main() -> ExitCode {
                 records,
                 json,
             } => {
+                emseepea::telemetry::logs::init(flag.unwrap_or(LogFormat::Human));
                 let report =
                     emseepea::devkit::test_source::run(emseepea::devkit::test_source::Options {
                         wasm: file,
@@ -147,7 +149,7 @@ fn main() -> ExitCode {
                 })
             }
             Command::Stdio { config } => {
-                emseepea::mcp::stdio::serve(Config::load(&config)?).await?;
+                emseepea::mcp::stdio::serve(load(&config, flag)?).await?;
                 Ok(Outcome::Ok)
             }
             Command::Token {
@@ -158,7 +160,7 @@ fn main() -> ExitCode {
                 ttl,
                 audience,
             } => {
-                let config = Config::load(&config)?;
+                let config = load(&config, flag)?;
                 let audience = audience
                     .unwrap_or_else(|| emseepea::server::resource_url(&config, config.listen));
                 let token = emseepea::auth::verifier::dev::mint(

@@ -1,6 +1,7 @@
 //! Wiring and lifecycle: load everything the config names, bind, serve,
 //! and shut down gracefully on SIGINT/SIGTERM.
 
+use crate::admin::{self, Health, Phase};
 use crate::auth::{Auth, Credentials};
 use crate::config::{AuthMode, Config};
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
@@ -163,7 +164,22 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
 /// finish within the grace period, and return.
 pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     let addr = listen.unwrap_or(config.listen);
+    let admin_listen = config.admin.listen;
     let loaded = load(config).await?;
+    let health = Arc::new(Health::default());
+    // The admin listener comes up first so that probes see "starting"
+    // rather than a refused connection.
+    let _admin = match admin_listen {
+        Some(a) => {
+            let admin = admin::bind(a, addr).await?;
+            tracing::info!(admin = %admin.local_addr()?, "admin listener up");
+            Some(AbortOnDrop(tokio::spawn(admin::serve(
+                admin,
+                health.clone(),
+            ))))
+        }
+        None => None,
+    };
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
@@ -177,6 +193,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     use std::io::Write;
     let _ = std::io::stdout().flush();
     tracing::info!(%bound, sources = app.sources.sources.len(), "serving");
+    health.set(Phase::Ready);
 
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown_signal());
@@ -236,6 +253,9 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
             _ = &mut shutdown => break,
         }
     }
+    // /readyz answers 503 from here on, so a proxy stops sending while
+    // in-flight requests finish; /healthz and /metrics keep answering.
+    health.set(Phase::Draining);
     drop(listener);
     tracing::info!(
         "shutting down: no new connections; waiting up to {grace:?} for in-flight requests"
@@ -245,6 +265,15 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         _ = tokio::time::sleep(grace) => tracing::warn!("grace period over; dropping remaining requests"),
     }
     Ok(())
+}
+
+/// The admin task ends with `serve`.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn shutdown_signal() {

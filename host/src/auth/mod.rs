@@ -42,6 +42,20 @@ pub enum AuthError {
     Unavailable(String),
 }
 
+impl AuthError {
+    /// The `reason` label of `emseepea_auth_failures_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::Missing => "missing",
+            AuthError::QueryToken => "query_token",
+            AuthError::Malformed => "malformed",
+            AuthError::TooLarge => "too_large",
+            AuthError::Invalid(_) => "invalid",
+            AuthError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
 pub struct Auth {
     mode: AuthMode,
     verifier: Option<Verifier>,
@@ -151,8 +165,10 @@ impl Auth {
         // returned.
         let generation = verifier.key_generation();
         if let Some(p) = self.cache.get(token, generation) {
+            crate::telemetry::metrics().token_cache_hits.inc();
             return Ok(Some(p));
         }
+        crate::telemetry::metrics().token_cache_misses.inc();
         match verifier.verify(token).await {
             Ok(v) => {
                 let principal = Arc::new(v.principal);

@@ -125,6 +125,28 @@ pub enum CursorError {
     Expired,
 }
 
+impl CursorError {
+    /// The `reason` label of `emseepea_cursor_rejections_total`. An AEAD
+    /// cannot tell a cursor altered in transit from one sealed for another
+    /// caller or source set: both are `tampered`. `foreign` is an authentic
+    /// cursor whose position this caller may not resume (`Position`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CursorError::Encoding | CursorError::Format | CursorError::Tag => "tampered",
+            CursorError::UnknownKey => "stale_key",
+            CursorError::Plaintext => "foreign",
+            CursorError::Expired => "expired",
+        }
+    }
+
+    /// Count this rejection (every place a cursor is refused calls this).
+    pub fn record(self) -> Self {
+        let m = crate::telemetry::metrics();
+        crate::telemetry::metrics::Metrics::reason(&m.cursor_rejections, self.reason());
+        self
+    }
+}
+
 struct Key {
     id: u32,
     cipher: Arc<Aes256Gcm>,

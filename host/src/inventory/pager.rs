@@ -271,7 +271,7 @@ impl<S: InventorySource> Pager<S> {
                 let state = self
                     .keys
                     .open(c, &binding)
-                    .map_err(ListError::InvalidCursor)?;
+                    .map_err(|e| ListError::InvalidCursor(e.record()))?;
                 (
                     state.started_ms,
                     Some(self.check_position(state.position, principal)?),
@@ -286,6 +286,7 @@ impl<S: InventorySource> Pager<S> {
             resume: start.clone(),
         };
         let mut position = start;
+        let mut cut_by_bytes = false;
         let mut page_uris =
             UriSet::with_capacity_and_hasher(self.page_size as usize, Default::default());
         let context = call_context(principal, req.scope);
@@ -304,7 +305,10 @@ impl<S: InventorySource> Pager<S> {
                                 source_name: "static resources".into(),
                             });
                         }
-                        Push::Full => break,
+                        Push::Full => {
+                            cut_by_bytes = true;
+                            break;
+                        }
                     }
                 }
                 Some(Position::Source { index, after }) => {
@@ -363,7 +367,10 @@ impl<S: InventorySource> Pager<S> {
                                 });
                             }
                             // The cursor points at the last entry emitted.
-                            Push::Full => break 'page,
+                            Push::Full => {
+                                cut_by_bytes = true;
+                                break 'page;
+                            }
                         }
                     }
                     if count == 0 {
@@ -378,6 +385,9 @@ impl<S: InventorySource> Pager<S> {
                     unreachable!("checked when the cursor was opened")
                 }
             }
+        }
+        if cut_by_bytes {
+            crate::telemetry::metrics().pages_cut_by_bytes.inc();
         }
         let next_cursor = page.resume.map(|position| {
             self.keys.seal(
@@ -424,7 +434,7 @@ impl<S: InventorySource> Pager<S> {
         if ok {
             Ok(p)
         } else {
-            Err(ListError::InvalidCursor(CursorError::Plaintext))
+            Err(ListError::InvalidCursor(CursorError::Plaintext.record()))
         }
     }
 }

@@ -23,12 +23,15 @@ pub fn page_templates(
     let binding = cursor_binding(None, fingerprint);
     let (started_ms, mut offset) = match cursor {
         None => (keys.now_ms(), 0usize),
-        Some(c) => match keys.open(c, &binding).map_err(ListError::InvalidCursor)? {
+        Some(c) => match keys
+            .open(c, &binding)
+            .map_err(|e| ListError::InvalidCursor(e.record()))?
+        {
             CursorState {
                 started_ms,
                 position: Position::Template { offset },
             } if (offset as usize) < listing.len() => (started_ms, offset as usize),
-            _ => return Err(ListError::InvalidCursor(CursorError::Plaintext)),
+            _ => return Err(ListError::InvalidCursor(CursorError::Plaintext.record())),
         },
     };
     let mut entries = Vec::new();

@@ -111,6 +111,29 @@ pub enum McpError {
 }
 
 impl McpError {
+    /// A short stable name for metrics (`outcome` of `emseepea_mcp_requests_total`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpError::Parse => "parse_error",
+            McpError::InvalidRequest(_) => "invalid_request",
+            McpError::MethodNotFound => "method_not_found",
+            McpError::InvalidParams(_) => "invalid_params",
+            McpError::MissingMeta(_) => "missing_meta",
+            McpError::HeaderMismatch(_) => "header_mismatch",
+            McpError::UnsupportedVersion { .. } => "unsupported_version",
+            McpError::InvalidCursor => "invalid_cursor",
+            McpError::ResourceNotFound { .. } => "resource_not_found",
+            McpError::SessionRequired => "session_required",
+            McpError::SessionNotFound => "session_not_found",
+            McpError::Internal => "internal_error",
+            McpError::Unauthorized { .. } => "unauthorized",
+            McpError::Forbidden { .. } => "forbidden",
+            McpError::Cancelled => "cancelled",
+            McpError::Busy(Busy::Caller) => "too_many_requests",
+            McpError::Busy(Busy::Server) => "server_busy",
+        }
+    }
+
     pub fn code(&self, version: Version) -> i32 {
         match self {
             McpError::Parse => PARSE_ERROR,
@@ -231,6 +254,15 @@ impl McpError {
     ) -> HttpResponse {
         let status = self.status(version);
         let retry_after = self.retry_after_s();
+        let failed = match &self {
+            McpError::Unauthorized { error, .. } => Some(error.reason()),
+            McpError::Forbidden { .. } => Some("insufficient_scope"),
+            _ => None,
+        };
+        if let Some(reason) = failed {
+            let m = crate::telemetry::metrics();
+            crate::telemetry::metrics::Metrics::reason(&m.auth_failures, reason);
+        }
         let (body, challenge) = match &self {
             McpError::Cancelled => return http::cancelled(),
             McpError::Unauthorized { error, scopes } => (

@@ -15,6 +15,7 @@ use super::pipeline::Stop;
 use super::session::Session;
 use super::version::Version;
 use crate::runtime::RequestScope;
+use crate::telemetry::metrics::{McpLabels, metrics};
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 use serde_json::value::RawValue;
@@ -201,11 +202,20 @@ pub async fn run(
     method: Method,
     params: &Map<String, Value>,
 ) -> Result<Reply, McpError> {
-    tokio::select! {
+    let outcome = tokio::select! {
         biased;
         _ = ctx.scope.cancel.cancelled() => Err(McpError::Cancelled),
         r = methods::call(ctx, method, params) => r,
-    }
+    };
+    metrics()
+        .mcp_requests
+        .get_or_create(&McpLabels {
+            method: method.metric_name(),
+            version: ctx.version.as_str(),
+            outcome: outcome.as_ref().map_or_else(McpError::kind, |_| "ok"),
+        })
+        .inc();
+    outcome
 }
 
 /// The HTTP answer to one request; its cache headers come from the method's

@@ -137,6 +137,14 @@ static TABLE: [(Method, Policy); 8] = [
 ];
 
 impl Method {
+    /// The method's wire name, or `unknown` (a bounded metric label).
+    pub fn metric_name(self) -> &'static str {
+        match self {
+            Method::Unknown => "unknown",
+            m => m.policy().name,
+        }
+    }
+
     pub fn parse(name: &str) -> Method {
         TABLE
             .iter()

@@ -178,6 +178,9 @@ async fn list_resources(
         tracing::error!(request_id = %ctx.id.raw(), bytes = reply.body.len(), "resources/list page exceeds its byte limit");
         return Err(McpError::Internal);
     }
+    let m = crate::telemetry::metrics();
+    m.page_entries.observe(page.entries.len() as f64);
+    m.page_bytes.observe(reply.body.len() as f64);
     Ok(reply)
 }
 

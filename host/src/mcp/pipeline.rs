@@ -24,6 +24,7 @@ use super::http::guards::{self, Origins, Rejection, Verb};
 use super::http::{self as h, HttpResponse, cache_control};
 use super::jsonrpc::{self, Frame, RequestId};
 use super::version::Version;
+use crate::telemetry::metrics::{InFlight, StatusLabels, metrics};
 use bytes::Bytes;
 use http::{Method as HttpMethod, Request, StatusCode, request::Parts};
 use hyper::body::Incoming as Body;
@@ -66,12 +67,22 @@ impl From<Rejection> for Stop {
 }
 
 pub async fn handle(app: Arc<App>, req: Request<Body>) -> HttpResponse {
+    let m = metrics();
+    let _in_flight = InFlight::enter(&m.http_in_flight);
+    let started = std::time::Instant::now();
     // CORS is decided once, from the request, and added to whatever answers it.
     let grant = cors::grant(&app.config.http.allowed_origins, req.headers());
     let mut r = serve(&app, req, &grant)
         .await
         .unwrap_or_else(|stop| stop.into_response(&app));
     cors::apply(&grant, &mut r);
+    m.http_request_duration
+        .observe(started.elapsed().as_secs_f64());
+    m.http_responses
+        .get_or_create(&StatusLabels {
+            status: r.status().as_u16(),
+        })
+        .inc();
     r
 }
 

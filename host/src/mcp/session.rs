@@ -183,6 +183,11 @@ fn evict(map: &mut Table, may_go: impl Fn(&Session) -> bool) -> bool {
     }
 }
 
+/// The sessions gauge follows the map (set under its lock).
+fn held(map: &HashMap<String, Arc<Session>>) {
+    crate::telemetry::metrics().sessions.set(map.len() as i64);
+}
+
 impl Sessions {
     pub fn new(limits: SessionLimits) -> Self {
         Self {
@@ -244,6 +249,7 @@ impl Sessions {
             epoch: Instant::now(),
         });
         map.insert(session.id.clone(), session.clone());
+        held(&map);
         Ok(session)
     }
 
@@ -253,6 +259,7 @@ impl Sessions {
         let session = map.get(id)?.clone();
         if session.idle_for() >= self.limits.idle_timeout && !session.busy() {
             map.remove(id);
+            held(&map);
             session.cancel_all();
             return None;
         }
@@ -261,7 +268,10 @@ impl Sessions {
     }
 
     pub fn remove(&self, id: &str) -> bool {
-        match self.map.lock().unwrap().remove(id) {
+        let mut map = self.map.lock().unwrap();
+        let removed = map.remove(id);
+        held(&map);
+        match removed {
             Some(s) => {
                 s.cancel_all();
                 true

@@ -108,7 +108,23 @@ pub enum GuestError {
 }
 
 impl GuestError {
-    /// A short stable name for logs and metrics.
+    /// The `outcome` label of `emseepea_guest_calls_total`: a coarser set
+    /// than `kind` (ok, fuel, deadline, memory, trap, cancelled,
+    /// invalid_result, source_error).
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            GuestError::FuelExhausted => "fuel",
+            GuestError::DeadlineExceeded => "deadline",
+            GuestError::MemoryCap(_) => "memory",
+            GuestError::StackOverflow | GuestError::Trap(_) | GuestError::Instantiate(_) => "trap",
+            GuestError::Cancelled => "cancelled",
+            GuestError::InvalidResult(_) | GuestError::ResultTooLarge { .. } => "invalid_result",
+            GuestError::Source(_) => "source_error",
+            GuestError::Overloaded(_) => "overloaded",
+        }
+    }
+
+    /// A short stable name for logs.
     pub fn kind(&self) -> &'static str {
         match self {
             GuestError::FuelExhausted => "fuel_exhausted",

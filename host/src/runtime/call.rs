@@ -22,6 +22,7 @@ use super::output;
 use super::page::LiftError;
 use super::scope::RequestScope;
 use crate::guest_text::GuestText;
+use crate::telemetry::metrics::{InFlight, metrics};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -63,7 +64,7 @@ impl Source {
         let result = tokio::select! {
             biased;
             _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
-            r = self.slotted(scope, f) => r,
+            r = self.slotted(scope, what, f) => r,
         }
         .and_then(|r| r.map_err(|e| GuestError::Source(e.into())));
         log.finish(&result);
@@ -71,29 +72,45 @@ impl Source {
     }
 
     /// Take a slot, then run with a budget that starts now.
-    async fn slotted<R, F>(&self, scope: &RequestScope, f: F) -> Result<R, GuestError>
+    async fn slotted<R, F>(
+        &self,
+        scope: &RequestScope,
+        what: &'static str,
+        f: F,
+    ) -> Result<R, GuestError>
     where
         R: Send,
         F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
     {
+        let waiting = Instant::now();
         let _slot = self
             .runtime
             .slots
             .acquire(&scope.caller, &self.log_name, scope.deadline)
             .await
             .map_err(GuestError::Overloaded)?;
+        let m = metrics();
+        m.slot_wait.observe(waiting.elapsed().as_secs_f64());
+        let _in_use = InFlight::enter(&m.slots_in_use);
         let budget = Budget::new(&self.budget, scope.deadline);
-        let run = self.run(budget, scope, f);
+        let run = self.run(budget, scope, what, f);
         tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run)
             .await
             .unwrap_or(Err(GuestError::DeadlineExceeded))
     }
 
-    async fn run<R, F>(&self, budget: Budget, scope: &RequestScope, f: F) -> Result<R, GuestError>
+    async fn run<R, F>(
+        &self,
+        budget: Budget,
+        scope: &RequestScope,
+        what: &'static str,
+        f: F,
+    ) -> Result<R, GuestError>
     where
         R: Send,
         F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
     {
+        let m = metrics();
         if Instant::now() >= budget.deadline {
             return Err(GuestError::DeadlineExceeded);
         }
@@ -139,6 +156,7 @@ impl Source {
             }),
         };
         let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        m.guest_usage(&self.log_name, what, fuel_used, store.data().memory.used());
         self.last_fuel_used
             .store(fuel_used, std::sync::atomic::Ordering::Relaxed);
         self.last_memory_bytes.store(
@@ -204,6 +222,11 @@ struct CallLog<'a> {
 impl CallLog<'_> {
     fn finish<R>(&mut self, result: &Result<R, GuestError>) {
         self.done = true;
+        let outcome = match result {
+            Ok(_) => "ok",
+            Err(e) => e.outcome(),
+        };
+        metrics().guest_call(self.source, self.what, outcome, self.started.elapsed());
         let elapsed_us = self.started.elapsed().as_micros() as u64;
         match result {
             Ok(_) => tracing::debug!(
@@ -249,6 +272,12 @@ impl CallLog<'_> {
 impl Drop for CallLog<'_> {
     fn drop(&mut self) {
         if !self.done {
+            metrics().guest_call(
+                self.source,
+                self.what,
+                GuestError::Cancelled.outcome(),
+                self.started.elapsed(),
+            );
             tracing::warn!(
                 source = self.source,
                 call = self.what,

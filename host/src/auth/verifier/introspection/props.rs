@@ -68,7 +68,11 @@ fn now() -> u64 {
 fn introspect(status: u16, body: Vec<u8>) -> Result<Verified, VerifyError> {
     let (answer, introspector) = &*ENDPOINT;
     *answer.lock().unwrap() = (status, body);
-    RUNTIME.block_on(introspector.verify("some-token"))
+    // A new token each time: inactive answers are remembered per token
+    // (`lookups.rs`), and each case is its own answer.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    RUNTIME.block_on(introspector.verify(&format!("some-token-{n}")))
 }
 
 fn active() -> Map<String, Value> {

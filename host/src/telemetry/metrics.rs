@@ -1,0 +1,308 @@
+//! Every Prometheus metric of the process, in one registry.
+//!
+//! One per process (`metrics()`): telemetry observes every layer and
+//! changes none, so the layers record into it without it being threaded
+//! through their APIs (the runtime stays ignorant of MCP, the MCP layer of
+//! wasmtime). Label values come from bounded sets only: configured source
+//! names, method names, protocol versions and fixed reason names; never
+//! URIs, subjects, tokens or anything a client or guest chose.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+/// The content type of `encode()`'s output (OpenMetrics text, which
+/// Prometheus scrapes natively).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct McpLabels {
+    pub method: &'static str,
+    pub version: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub source: String,
+    pub export: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExportLabels {
+    pub source: String,
+    pub export: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn seconds() -> Histogram {
+    // 100 µs .. ~52 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+fn counts() -> Histogram {
+    // 1 .. ~500k (entries, rows).
+    Histogram::new(exponential_buckets(1.0, 2.0, 20))
+}
+fn bytes() -> Histogram {
+    // 256 B .. 128 MiB.
+    Histogram::new(exponential_buckets(256.0, 2.0, 20))
+}
+fn fuel() -> Histogram {
+    // 1k .. ~1e12 units.
+    Histogram::new(exponential_buckets(1000.0, 4.0, 16))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub mcp_requests: Family<McpLabels, Counter>,
+    pub http_responses: Family<StatusLabels, Counter>,
+    pub http_request_duration: Histogram,
+    pub http_in_flight: Gauge,
+    pub sessions: Gauge,
+    pub guest_calls: Family<CallLabels, Counter>,
+    pub guest_call_duration: Histograms<ExportLabels>,
+    pub guest_fuel: Histograms<ExportLabels>,
+    pub guest_memory: Histograms<ExportLabels>,
+    pub slot_wait: Histogram,
+    pub slots_in_use: Gauge,
+    pub page_entries: Histogram,
+    pub page_bytes: Histogram,
+    pub pages_cut_by_bytes: Counter,
+    pub cursor_rejections: Family<ReasonLabels, Counter>,
+    pub auth_failures: Family<ReasonLabels, Counter>,
+    pub token_cache_hits: Counter,
+    pub token_cache_misses: Counter,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut r = Registry::with_prefix("emseepea");
+        let m = Metrics {
+            mcp_requests: Family::default(),
+            http_responses: Family::default(),
+            http_request_duration: seconds(),
+            http_in_flight: Gauge::default(),
+            sessions: Gauge::default(),
+            guest_calls: Family::default(),
+            guest_call_duration: Family::new_with_constructor(seconds),
+            guest_fuel: Family::new_with_constructor(fuel),
+            guest_memory: Family::new_with_constructor(bytes),
+            slot_wait: seconds(),
+            slots_in_use: Gauge::default(),
+            page_entries: counts(),
+            page_bytes: bytes(),
+            pages_cut_by_bytes: Counter::default(),
+            cursor_rejections: Family::default(),
+            auth_failures: Family::default(),
+            token_cache_hits: Counter::default(),
+            token_cache_misses: Counter::default(),
+            registry: Registry::default(),
+        };
+        // Counters get `_total` from the encoder; units are in the names.
+        r.register(
+            "mcp_requests",
+            "MCP requests answered, by method, protocol version and outcome",
+            m.mcp_requests.clone(),
+        );
+        r.register(
+            "http_responses",
+            "HTTP responses on the MCP listener, by status code",
+            m.http_responses.clone(),
+        );
+        r.register(
+            "http_request_duration_seconds",
+            "Time from a request's head to its response",
+            m.http_request_duration.clone(),
+        );
+        r.register(
+            "http_requests_in_flight",
+            "HTTP requests being served on the MCP listener",
+            m.http_in_flight.clone(),
+        );
+        r.register(
+            "sessions",
+            "Legacy-protocol sessions held",
+            m.sessions.clone(),
+        );
+        r.register(
+            "guest_calls",
+            "Guest calls, by source, export (describe/list/read) and outcome",
+            m.guest_calls.clone(),
+        );
+        r.register(
+            "guest_call_duration_seconds",
+            "Guest call time, including the wait for a slot",
+            m.guest_call_duration.clone(),
+        );
+        r.register(
+            "guest_fuel_consumed",
+            "Fuel a guest call consumed",
+            m.guest_fuel.clone(),
+        );
+        r.register(
+            "guest_memory_peak_bytes",
+            "Peak memory (linear memories and charged host buffers) of a guest call",
+            m.guest_memory.clone(),
+        );
+        r.register(
+            "guest_slot_wait_seconds",
+            "Time a guest call waited for one of the max_concurrent_calls slots",
+            m.slot_wait.clone(),
+        );
+        r.register(
+            "guest_slots_in_use",
+            "Guest call slots taken",
+            m.slots_in_use.clone(),
+        );
+        r.register(
+            "page_entries",
+            "Entries per resources/list page",
+            m.page_entries.clone(),
+        );
+        r.register(
+            "page_bytes",
+            "Bytes of the entries (and cursor) per resources/list page",
+            m.page_bytes.clone(),
+        );
+        r.register(
+            "pages_cut_by_bytes",
+            "Pages that ended before page_size because the byte bound was reached",
+            m.pages_cut_by_bytes.clone(),
+        );
+        r.register(
+            "cursor_rejections",
+            "Cursors refused, by internal reason (the client always sees one generic error)",
+            m.cursor_rejections.clone(),
+        );
+        r.register(
+            "auth_failures",
+            "Requests refused by authentication, by reason",
+            m.auth_failures.clone(),
+        );
+        r.register(
+            "token_cache_hits",
+            "Bearer tokens found in the verified-token cache",
+            m.token_cache_hits.clone(),
+        );
+        r.register(
+            "token_cache_misses",
+            "Bearer tokens sent to the verifier",
+            m.token_cache_misses.clone(),
+        );
+        Metrics { registry: r, ..m }
+    }
+
+    /// The registry in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+
+    /// One guest call ended (`outcome` from `GuestError::outcome`).
+    pub fn guest_call(
+        &self,
+        source: &str,
+        export: &'static str,
+        outcome: &'static str,
+        elapsed: Duration,
+    ) {
+        self.guest_calls
+            .get_or_create(&CallLabels {
+                source: source.to_owned(),
+                export,
+                outcome,
+            })
+            .inc();
+        self.guest_call_duration
+            .get_or_create(&ExportLabels {
+                source: source.to_owned(),
+                export,
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// What a call that ran (had a store) used.
+    pub fn guest_usage(&self, source: &str, export: &'static str, fuel: u64, memory: u64) {
+        let labels = ExportLabels {
+            source: source.to_owned(),
+            export,
+        };
+        self.guest_fuel.get_or_create(&labels).observe(fuel as f64);
+        self.guest_memory
+            .get_or_create(&labels)
+            .observe(memory as f64);
+    }
+
+    pub fn reason(family: &Family<ReasonLabels, Counter>, reason: &'static str) {
+        family.get_or_create(&ReasonLabels { reason }).inc();
+    }
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+/// Counts one in-flight item for as long as it lives.
+pub struct InFlight(&'static Gauge);
+
+impl InFlight {
+    pub fn enter(gauge: &'static Gauge) -> Self {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_prometheus_conventions() {
+        let m = Metrics::new();
+        m.guest_call("s", "list", "ok", Duration::from_millis(1));
+        m.token_cache_hits.inc();
+        let text = m.encode();
+        assert!(
+            text.contains("# TYPE emseepea_guest_calls counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"emseepea_guest_calls_total{source="s",export="list",outcome="ok"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains("emseepea_token_cache_hits_total 1"), "{text}");
+        assert!(
+            text.contains("emseepea_guest_call_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}

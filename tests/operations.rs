@@ -1,0 +1,301 @@
+//! Running it in production: the admin listener's `/metrics` after known
+//! traffic, and `/healthz`/`/readyz` through a drain.
+
+mod support;
+
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::*;
+
+const ADMIN: &str = "[admin]\nlisten = \"127.0.0.1:0\"\n";
+
+/// The admin listener's address, from its startup log line.
+fn admin_url(s: &Server) -> String {
+    let line = s.expect_log(&["admin listener up"]);
+    let addr = line
+        .split("admin=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line}"));
+    format!("http://{addr}")
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let r = http().get(url).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The value of one series (`name{labels}` exactly as encoded), 0 if absent.
+fn series(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn metrics_count_known_traffic_exactly() {
+    let s = server()
+        .config(&format!("{ADMIN}[list_pagination]\npage_size = 8\n"))
+        .hostile("bad", "loop", "[budget]\nfuel = 20_000_000")
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start();
+    let admin = admin_url(&s);
+    let (status, before) = get(&format!("{admin}/metrics")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        series(
+            &before,
+            r#"emseepea_guest_calls_total{source="catalog",export="describe",outcome="ok"}"#
+        ),
+        1.0,
+        "{before}"
+    );
+
+    // A 401: no token for a listing; and a bad token.
+    let a = modern(&s.url, None, json!(1), "resources/list", json!({})).await;
+    assert_eq!(a.status, 401);
+    let a = modern(
+        &s.url,
+        Some("not-a-token"),
+        json!(2),
+        "resources/list",
+        json!({}),
+    )
+    .await;
+    assert_eq!(a.status, 401);
+
+    // The cursor loop over 20 entries in pages of 8: 3 pages.
+    let catalog = s.token(Some("alice"), "catalog:read");
+    let (uris, pages) = traverse(&s.url, &catalog).await;
+    assert_eq!((uris.len(), pages), (20, 3));
+
+    // A tampered cursor.
+    let first = modern(
+        &s.url,
+        Some(&catalog),
+        json!(3),
+        "resources/list",
+        json!({}),
+    )
+    .await;
+    let cursor = first.json()["result"]["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut bad = cursor.clone();
+    bad.replace_range(10..11, if &cursor[10..11] == "A" { "B" } else { "A" });
+    let a = modern(
+        &s.url,
+        Some(&catalog),
+        json!(4),
+        "resources/list",
+        json!({ "cursor": bad }),
+    )
+    .await;
+    assert_eq!(a.json()["error"]["code"], -32602, "{}", a.text());
+
+    // A fuel-exhausted read.
+    let hostile = s.token(Some("bob"), "hostile:read");
+    let a = modern(
+        &s.url,
+        Some(&hostile),
+        json!(5),
+        "resources/read",
+        json!({"uri": "hostile://bad/1"}),
+    )
+    .await;
+    assert_eq!(a.json()["error"]["code"], -32603, "{}", a.text());
+
+    let (_, m) = get(&format!("{admin}/metrics")).await;
+    let v = |name: &str| series(&m, name) - series(&before, name);
+    let list = |outcome: &str| {
+        v(&format!(
+            r#"emseepea_mcp_requests_total{{method="resources/list",version="2026-07-28",outcome="{outcome}"}}"#
+        ))
+    };
+    assert_eq!(list("ok"), 4.0, "{m}");
+    assert_eq!(list("invalid_cursor"), 1.0, "{m}");
+    assert_eq!(
+        v(
+            r#"emseepea_mcp_requests_total{method="resources/read",version="2026-07-28",outcome="internal_error"}"#
+        ),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_http_responses_total{status="401"}"#),
+        2.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_http_responses_total{status="200"}"#),
+        6.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_auth_failures_total{reason="missing"}"#),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_auth_failures_total{reason="invalid"}"#),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_cursor_rejections_total{reason="tampered"}"#),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_cursor_rejections_total{reason="expired"}"#),
+        0.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_guest_calls_total{source="bad",export="read",outcome="fuel"}"#),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_guest_calls_total{source="catalog",export="list",outcome="ok"}"#),
+        4.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_guest_fuel_consumed_count{source="bad",export="read"}"#),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        v(r#"emseepea_guest_call_duration_seconds_count{source="catalog",export="list"}"#),
+        4.0,
+        "{m}"
+    );
+    // Pages: 3 of the loop and the first page again; 8 + 8 + 4 + 8 entries.
+    assert_eq!(v("emseepea_page_entries_count"), 4.0, "{m}");
+    assert_eq!(v("emseepea_page_entries_sum"), 28.0, "{m}");
+    assert_eq!(v("emseepea_pages_cut_by_bytes_total"), 0.0, "{m}");
+    // Tokens: the catalog token verified once, then cached (3 more uses);
+    // the hostile token and the bad token verified once each.
+    assert_eq!(v("emseepea_token_cache_misses_total"), 3.0, "{m}");
+    assert_eq!(v("emseepea_token_cache_hits_total"), 4.0, "{m}");
+    // Gauges back to rest; this scrape is the only request in flight... on the admin port.
+    assert_eq!(series(&m, "emseepea_http_requests_in_flight"), 0.0, "{m}");
+    assert_eq!(series(&m, "emseepea_guest_slots_in_use"), 0.0, "{m}");
+    // Bounded labels: no URI, subject or token in any series.
+    for secret in [
+        "hostile://",
+        "catalog://",
+        "alice",
+        "bob",
+        &catalog,
+        "not-a-token",
+    ] {
+        assert!(!m.contains(secret), "{secret} in /metrics");
+    }
+}
+
+#[test]
+fn readyz_is_503_while_draining() {
+    let s = server()
+        .config(ADMIN)
+        .hostile("slow", "sleep", "[budget]\nmax_duration_ms = 1500")
+        .start();
+    let admin = admin_url(&s);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(get(&format!("{admin}/healthz"))).0, 200);
+    assert_eq!(
+        rt.block_on(get(&format!("{admin}/readyz"))),
+        (200, "ready\n".into())
+    );
+    let (status, _) = rt.block_on(get(&format!("{}/metrics", s.url.trim_end_matches("/mcp"))));
+    assert_eq!(status, 404, "no /metrics on the MCP listener");
+
+    let token = s.token(Some("alice"), "hostile:read");
+    let url = s.url.clone();
+    let pending = rt.spawn(async move {
+        modern(
+            &url,
+            Some(&token),
+            json!(1),
+            "resources/read",
+            json!({"uri":"hostile://slow/1"}),
+        )
+        .await
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &s.pid().to_string()])
+        .status();
+    let start = Instant::now();
+    let draining = loop {
+        let r = rt.block_on(get(&format!("{admin}/readyz")));
+        if r.0 == 503 {
+            break r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "readyz never 503: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(draining.1, "draining\n");
+    assert!(
+        !pending.is_finished(),
+        "the slow request is still in flight"
+    );
+    // Alive while draining.
+    assert_eq!(rt.block_on(get(&format!("{admin}/healthz"))).0, 200);
+    let a = rt.block_on(pending).unwrap();
+    assert_eq!(a.status, 200, "the in-flight request got its answer");
+    let status = s.terminate();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id_of_a_guest_failure() {
+    let s = server()
+        .config("[log]\nformat = \"json\"\n")
+        .hostile("bad", "loop", "[budget]\nfuel = 20_000_000")
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    let a = modern(
+        &s.url,
+        Some(&token),
+        json!("req-fuel-7"),
+        "resources/read",
+        json!({"uri": "hostile://bad/1"}),
+    )
+    .await;
+    assert_eq!(a.json()["error"]["code"], -32603, "{}", a.text());
+    s.expect_log(&["guest call failed"]);
+    let log = s.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let failure = lines
+        .iter()
+        .find(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("guest call failed"))
+        })
+        .unwrap_or_else(|| panic!("no failure line:\n{log}"));
+    assert_eq!(failure["level"], "WARN", "{failure}");
+    assert_eq!(failure["target"], "emseepea::runtime::call", "{failure}");
+    assert_eq!(failure["source"], "bad", "{failure}");
+    assert_eq!(failure["reason"], "fuel_exhausted", "{failure}");
+    assert_eq!(failure["request_id"], "\"req-fuel-7\"", "{failure}");
+    assert!(failure["timestamp"].is_string(), "{failure}");
+    // Every line about this request carries the same id.
+    let about: Vec<_> = lines
+        .iter()
+        .filter(|v| v.to_string().contains("req-fuel-7"))
+        .collect();
+    assert!(!about.is_empty());
+    for v in about {
+        assert_eq!(v["request_id"], "\"req-fuel-7\"", "{v}");
+    }
+}
