@@ -689,7 +689,6 @@ async fn slow_body(shared: Arc<Shared>) {
         if stream.write_all(head.as_bytes()).await.is_err() {
             continue;
         }
-        let started = Instant::now();
         let mut ended = false;
         while !shared.stopped() {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -701,15 +700,13 @@ async fn slow_body(shared: Arc<Shared>) {
             // A server that answered (408/413) leaves bytes to read.
             if let Ok(Ok(n)) =
                 tokio::time::timeout(Duration::from_millis(1), stream.peek(&mut buf)).await
+                && n > 0
             {
-                if n > 0 {
-                    ended = true;
-                    break;
-                }
+                ended = true;
+                break;
             }
         }
         if ended {
-            let _ = started;
             shared.record(Kind::SlowBody, Ok(()));
         }
     }

@@ -24,6 +24,8 @@ pub enum VerifyError {
     Unavailable(String),
 }
 
+/// One per process, made at startup: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Verifier {
     Dev(jwt::JwtVerifier),
     Jwt(jwt::JwtVerifier),
