@@ -17,7 +17,7 @@
 //! polling thread). A lift outside it fails closed.
 
 use super::bindings::emseepea::inventory::types::{ResourceBody, ResourceContents};
-use super::page::LiftError;
+use super::page::{LiftError, lift_bytes, lift_str, read_u32};
 use crate::config::READ_CONTENT_ITEM_BYTES;
 use std::cell::Cell;
 use std::future::Future;
@@ -211,29 +211,6 @@ unsafe impl Lift for GuestContents {
         }
         Ok(GuestContents(items))
     }
-}
-
-fn read_u32(bytes: &[u8], at: usize) -> wasmtime::Result<usize> {
-    let b: [u8; 4] = bytes
-        .get(at..at + 4)
-        .and_then(|b| b.try_into().ok())
-        .ok_or(LiftError("record out of bounds"))?;
-    Ok(u32::from_le_bytes(b) as usize)
-}
-
-/// The bytes whose (ptr, len) is at `record[at..]`, bounds-checked.
-fn lift_bytes<'m>(memory: &'m [u8], record: &[u8], at: usize) -> wasmtime::Result<&'m [u8]> {
-    let ptr = read_u32(record, at)?;
-    let len = read_u32(record, at + 4)?;
-    Ok(ptr
-        .checked_add(len)
-        .and_then(|end| memory.get(ptr..end))
-        .ok_or(LiftError("string pointer/length out of bounds of memory"))?)
-}
-
-fn lift_str<'m>(memory: &'m [u8], record: &[u8], at: usize) -> wasmtime::Result<&'m str> {
-    std::str::from_utf8(lift_bytes(memory, record, at)?)
-        .map_err(|_| LiftError("a string is not valid UTF-8").into())
 }
 
 #[cfg(test)]

@@ -197,12 +197,12 @@ unsafe impl Lift for GuestPage {
             has_more,
         };
         for entry in list.chunks_exact(ENTRY_SIZE) {
-            let key = lift_str(memory, entry, ENTRY_KEY, &mut page.text)?;
-            let uri = lift_str(memory, entry, ENTRY_URI, &mut page.text)?;
-            let name = lift_str(memory, entry, ENTRY_NAME, &mut page.text)?;
+            let key = append_str(memory, entry, ENTRY_KEY, &mut page.text)?;
+            let uri = append_str(memory, entry, ENTRY_URI, &mut page.text)?;
+            let name = append_str(memory, entry, ENTRY_NAME, &mut page.text)?;
             let mime_type = match entry[ENTRY_MIME_TAG] {
                 0 => None,
-                1 => Some(lift_str(memory, entry, ENTRY_MIME, &mut page.text)?),
+                1 => Some(append_str(memory, entry, ENTRY_MIME, &mut page.text)?),
                 _ => return Err(LiftError("invalid option discriminant").into()),
             };
             page.entries.push(EntrySpans {
@@ -216,7 +216,8 @@ unsafe impl Lift for GuestPage {
     }
 }
 
-fn read_u32(bytes: &[u8], at: usize) -> wasmtime::Result<usize> {
+/// The little-endian u32 at `bytes[at..]` (a canonical-ABI pointer or length).
+pub(super) fn read_u32(bytes: &[u8], at: usize) -> wasmtime::Result<usize> {
     let b: [u8; 4] = bytes
         .get(at..at + 4)
         .and_then(|b| b.try_into().ok())
@@ -224,21 +225,39 @@ fn read_u32(bytes: &[u8], at: usize) -> wasmtime::Result<usize> {
     Ok(u32::from_le_bytes(b) as usize)
 }
 
+/// The guest bytes whose (ptr, len) is at `record[at..]`, bounds-checked.
+pub(super) fn lift_bytes<'m>(
+    memory: &'m [u8],
+    record: &[u8],
+    at: usize,
+) -> wasmtime::Result<&'m [u8]> {
+    let ptr = read_u32(record, at)?;
+    let len = read_u32(record, at + 4)?;
+    Ok(ptr
+        .checked_add(len)
+        .and_then(|end| memory.get(ptr..end))
+        .ok_or(LiftError("string pointer/length out of bounds of memory"))?)
+}
+
+/// The guest string whose (ptr, len) is at `record[at..]`, checked as UTF-8.
+pub(super) fn lift_str<'m>(
+    memory: &'m [u8],
+    record: &[u8],
+    at: usize,
+) -> wasmtime::Result<&'m str> {
+    std::str::from_utf8(lift_bytes(memory, record, at)?)
+        .map_err(|_| LiftError("a string is not valid UTF-8").into())
+}
+
 /// Check the string whose (ptr, len) is at `record[at..]` and append it to
 /// `text` (its length was charged as hostcall fuel with the page's).
-fn lift_str(
+fn append_str(
     memory: &[u8],
     record: &[u8],
     at: usize,
     text: &mut String,
 ) -> wasmtime::Result<Range<u32>> {
-    let ptr = read_u32(record, at)?;
-    let len = read_u32(record, at + 4)?;
-    let bytes = ptr
-        .checked_add(len)
-        .and_then(|end| memory.get(ptr..end))
-        .ok_or(LiftError("string pointer/length out of bounds of memory"))?;
-    let s = std::str::from_utf8(bytes).map_err(|_| LiftError("a string is not valid UTF-8"))?;
+    let s = lift_str(memory, record, at)?;
     let too_long = |_| LiftError("the page's strings exceed 4 GiB");
     let start = u32::try_from(text.len()).map_err(too_long)?;
     text.push_str(s);
