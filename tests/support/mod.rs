@@ -3,6 +3,8 @@
 //! speak MCP to it over HTTP.
 #![allow(dead_code)]
 
+pub mod nginx;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -167,7 +169,12 @@ impl Prepared {
     }
 
     pub fn start(self) -> Server {
-        Server::spawn(self)
+        Server::spawn(self, "127.0.0.1:0")
+    }
+
+    /// Start on a given address (a restart on the port a proxy knows).
+    pub fn start_on(self, listen: &str) -> Server {
+        Server::spawn(self, listen)
     }
 }
 
@@ -179,9 +186,9 @@ pub struct Server {
 }
 
 impl Server {
-    fn spawn(prepared: Prepared) -> Server {
+    fn spawn(prepared: Prepared, listen: &str) -> Server {
         let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .args(["serve", "--listen", listen, "--config"])
             .arg(&prepared.config_path)
             .env(
                 "EMSEEPEA_LOG",
