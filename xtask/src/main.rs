@@ -8,6 +8,7 @@
 //! - `cargo xtask bench`   the criterion benchmarks behind BENCHMARKS.md
 //! - `cargo xtask load`    the HTTP load driver behind BENCHMARKS.md
 //! - `cargo xtask soak`    a bounded, self-stopping mixed load: every answer checked, RSS sampled
+//! - `cargo xtask proxybench` the listing through nginx (two instances) next to one instance direct
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -72,8 +73,10 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("load") => load(),
         Some("soak") => soak(),
+        Some("proxybench") => proxybench(),
         _ => Err(
-            "usage: cargo xtask <guests|clients|demo|test|sdk-tests|fuzz|bench|load|soak>".into(),
+            "usage: cargo xtask <guests|clients|demo|test|sdk-tests|fuzz|bench|load|soak|proxybench>"
+                .into(),
         ),
     };
     match result {
@@ -595,6 +598,35 @@ fn load() -> Result {
         "loadgen",
     ]))?;
     run(Command::new(root.join("target/release/examples/loadgen")).current_dir(&root))
+}
+
+/// The listing through nginx with two instances next to one direct
+/// (host/examples/proxybench.rs, needs nginx); PROFILE=release (default)
+/// or debug picks the server build.
+fn proxybench() -> Result {
+    let root = root();
+    guests()?;
+    let profile = std::env::var("PROFILE").unwrap_or_else(|_| "release".into());
+    let mut build = cargo();
+    build.current_dir(&root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "emseepea",
+        "--bin",
+        "emseepea",
+        "--example",
+        "proxybench",
+    ]);
+    if profile == "release" {
+        build.arg("--release");
+    }
+    run(&mut build)?;
+    run(
+        Command::new(root.join(format!("target/{profile}/examples/proxybench")))
+            .current_dir(&root)
+            .env("PROFILE", &profile),
+    )
 }
 
 /// The soak (host/examples/soak.rs): PROFILE=release (default) or debug

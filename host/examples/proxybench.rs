@@ -1,0 +1,432 @@
+//! The `documents` listing through nginx with two instances next to one
+//! instance direct (BENCHMARKS.md, "Two instances behind nginx").
+//!
+//! usage: cargo xtask proxybench   (PROFILE=debug|release picks the server
+//! build, default release; builds the guests and the binary first)
+//! env: USERS (default 8), DOCS per user (default 2000), SECONDS (per
+//! scenario, default 8), CONNECTIONS (default 8), ROUNDS (single-client
+//! traversals per side, default 5)
+//!
+//! Every instance serves the `documents` guest from one shared SQLite file;
+//! nginx runs deploy/nginx/emseepea.conf (the test harness's generated
+//! config, tests/support/nginx.rs, reused here). Two measurements:
+//! 1. one client, one user's full traversal, page after page: pages/s and
+//!    per-page latency direct vs through the proxy; their difference is the
+//!    proxy's cost per page;
+//! 2. CONNECTIONS clients, each a different user looping full traversals:
+//!    pages/s and page latency for one instance direct vs two behind nginx
+//!    (the hash spreads the users over the two).
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+#[path = "../../tests/support/nginx.rs"]
+mod nginx;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn profile() -> String {
+    std::env::var("PROFILE").unwrap_or_else(|_| "release".into())
+}
+
+fn bin() -> PathBuf {
+    let b = root().join(format!("target/{}/emseepea", profile()));
+    assert!(b.is_file(), "build it first: cargo xtask proxybench");
+    b
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Instance {
+    child: Child,
+    url: String,
+    config: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One instance of `documents` on `db`; `resource` is the proxy's URL for
+/// the instances behind it (none: the instance's own). `secret` is the
+/// dev-token secret the instances behind one proxy share.
+fn start(db: &Path, resource: Option<&str>, secret: &[u8; 32]) -> Instance {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sources")).unwrap();
+    std::fs::copy(
+        root().join("target/guests/documents.wasm"),
+        dir.path().join("sources/documents.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("sources/documents.toml"),
+        "[grants]\ndatabases = [\"documents\"]\n",
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(state.join("dev-secret"))
+        .unwrap()
+        .write_all(secret)
+        .unwrap();
+    let cache = root().join("target/bench-cache");
+    let resource = resource.map_or(String::new(), |r| format!("resource = \"{r}\"\n"));
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\ncache_key_file = \"{}.key\"\n\
+             [http]\nmax_connections_per_peer = 512\n\
+             [databases.documents]\nfile = \"{}\"\n[auth]\nmode = \"dev\"\n{resource}",
+            cache.display(),
+            cache.display(),
+            db.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env("EMSEEPEA_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line
+        .trim()
+        .trim_start_matches("emseepea listening on ")
+        .to_owned();
+    assert!(url.starts_with("http://"), "server did not start: {line}");
+    Instance {
+        child,
+        url,
+        config,
+        _dir: dir,
+    }
+}
+
+fn token(config: &Path, sub: &str, audience: &str) -> String {
+    let out = Command::new(bin())
+        .args(["token", "--config"])
+        .arg(config)
+        .args([
+            "--sub",
+            sub,
+            "--scope",
+            "documents:read",
+            "--audience",
+            audience,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// USERS users with DOCS documents each, in one SQLite file.
+fn seed(db: &Path, users: usize, docs: usize) {
+    let mut conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch(
+        &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap(),
+    )
+    .unwrap();
+    let tx = conn.transaction().unwrap();
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO documents (id, owner, order_key, title, body) VALUES (?1, ?2, ?1, ?1, 'body')",
+            )
+            .unwrap();
+        for u in 0..users {
+            for d in 0..docs {
+                insert
+                    .execute(rusqlite::params![
+                        format!("u{u:02}-{d:06}"),
+                        format!("user{u}")
+                    ])
+                    .unwrap();
+            }
+        }
+    }
+    tx.commit().unwrap();
+}
+
+// The request plumbing of loadgen.rs: one HTTP/1.1 keep-alive connection
+// per client, 2026-07-28 `resources/list` requests.
+
+async fn connect(authority: &str) -> http1::SendRequest<Full<Bytes>> {
+    let stream = TcpStream::connect(authority).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+fn list_body(cursor: Option<&str>) -> Bytes {
+    let mut params = cursor.map_or(json!({}), |c| json!({ "cursor": c }));
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    Bytes::from(
+        serde_json::to_vec(
+            &json!({"jsonrpc":"2.0","id":1,"method":"resources/list","params":params}),
+        )
+        .unwrap(),
+    )
+}
+
+async fn list_page(
+    sender: &mut http1::SendRequest<Full<Bytes>>,
+    authority: &str,
+    token: &str,
+    cursor: Option<&str>,
+) -> Value {
+    let req = hyper::Request::post("/mcp")
+        .header("host", authority)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "resources/list")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(list_body(cursor)))
+        .unwrap();
+    sender.ready().await.unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert!(resp.status().is_success(), "status {}", resp.status());
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert!(v.get("result").is_some(), "{v}");
+    v
+}
+
+fn authority(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// One full traversal on `sender`: (pages, entries, per-page latencies in µs).
+async fn traverse(
+    sender: &mut http1::SendRequest<Full<Bytes>>,
+    authority: &str,
+    token: &str,
+) -> (usize, usize, Vec<u32>) {
+    let (mut pages, mut entries, mut cursor, mut lat) = (0, 0, None::<String>, Vec::new());
+    loop {
+        let t = Instant::now();
+        let v = list_page(sender, authority, token, cursor.as_deref()).await;
+        lat.push(t.elapsed().as_micros() as u32);
+        pages += 1;
+        entries += v["result"]["resources"].as_array().unwrap().len();
+        match v["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return (pages, entries, lat),
+        }
+    }
+}
+
+fn ms(us: u32) -> f64 {
+    f64::from(us) / 1000.0
+}
+
+fn percentile(sorted: &[u32], p: usize) -> u32 {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// One side of the single-client comparison.
+#[derive(Default)]
+struct Side {
+    pages: usize,
+    entries: usize,
+    busy: Duration,
+    lat: Vec<u32>,
+}
+
+impl Side {
+    fn row(&mut self, name: &str) {
+        self.lat.sort_unstable();
+        let secs = self.busy.as_secs_f64();
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            self.pages as f64 / secs,
+            self.entries as f64 / secs,
+            secs * 1000.0 / self.pages as f64,
+            ms(percentile(&self.lat, 50)),
+            ms(percentile(&self.lat, 99))
+        );
+    }
+
+    fn mean_us(&self) -> f64 {
+        self.busy.as_secs_f64() * 1e6 / self.pages as f64
+    }
+}
+
+/// ROUNDS full traversals by one client on each path, alternating (direct,
+/// proxy, direct, ...) so that a busy moment of the machine hits both.
+async fn single(direct: (&str, &str), proxy: (&str, &str), rounds: usize) -> (Side, Side) {
+    let mut sides = [Side::default(), Side::default()];
+    let mut conns = Vec::new();
+    for (url, _) in [direct, proxy] {
+        let a = authority(url);
+        let sender = connect(&a).await;
+        conns.push((a, sender));
+    }
+    let tokens = [direct.1, proxy.1];
+    for (i, (a, sender)) in conns.iter_mut().enumerate() {
+        traverse(sender, a, tokens[i]).await; // warm-up
+    }
+    for _ in 0..rounds {
+        for (i, (a, sender)) in conns.iter_mut().enumerate() {
+            let t = Instant::now();
+            let (p, e, l) = traverse(sender, a, tokens[i]).await;
+            sides[i].busy += t.elapsed();
+            sides[i].pages += p;
+            sides[i].entries += e;
+            sides[i].lat.extend(l);
+        }
+    }
+    let [d, p] = sides;
+    (d, p)
+}
+
+/// One client per token, each looping full traversals for `seconds`:
+/// (pages/s, p50 µs, p99 µs).
+async fn concurrent(url: &str, tokens: &[String], seconds: u64) -> (f64, u32, u32) {
+    let authority = authority(url);
+    let stop = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for t in tokens {
+        let (authority, token) = (authority.clone(), t.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut sender = connect(&authority).await;
+            let mut lat = Vec::new();
+            let mut cursor: Option<String> = None;
+            while Instant::now() < stop {
+                let t = Instant::now();
+                let v = list_page(&mut sender, &authority, &token, cursor.as_deref()).await;
+                lat.push(t.elapsed().as_micros() as u32);
+                cursor = v["result"]["nextCursor"].as_str().map(String::from);
+            }
+            lat
+        }));
+    }
+    let started = Instant::now();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    all.sort_unstable();
+    (
+        all.len() as f64 / secs,
+        percentile(&all, 50),
+        percentile(&all, 99),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let users = env_or("USERS", 8);
+    let docs = env_or("DOCS", 2000);
+    let seconds = env_or("SECONDS", 8) as u64;
+    let connections = env_or("CONNECTIONS", 8);
+    let rounds = env_or("ROUNDS", 5);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("documents.sqlite");
+    seed(&db, users, docs);
+    let secret: [u8; 32] = rand::random();
+    let direct = start(&db, None, &secret);
+    let port = nginx::free_port();
+    let proxy_url = format!("http://127.0.0.1:{port}/mcp");
+    let a = start(&db, Some(&proxy_url), &secret);
+    let b = start(&db, Some(&proxy_url), &secret);
+    let proxy = nginx::Nginx::start(port, &[authority(&a.url), authority(&b.url)]);
+    let direct_tokens: Vec<String> = (0..connections)
+        .map(|i| token(&direct.config, &format!("user{}", i % users), &direct.url))
+        .collect();
+    let proxy_tokens: Vec<String> = (0..connections)
+        .map(|i| token(&a.config, &format!("user{}", i % users), &proxy_url))
+        .collect();
+
+    println!(
+        "## `documents` through nginx ({} build, {users} users × {docs} documents, 50 per page)\n",
+        profile()
+    );
+    println!("### One client, full traversals ({rounds} rounds after one warm-up)\n");
+    println!(
+        "| path | pages/s | entries/s | page mean ms | page p50 ms | page p99 ms |\n|---|---|---|---|---|---|"
+    );
+    let (mut d, mut p) = single(
+        (&direct.url, &direct_tokens[0]),
+        (&proxy.url(), &proxy_tokens[0]),
+        rounds,
+    )
+    .await;
+    d.row("one instance, direct");
+    p.row("nginx → two instances");
+    let p50 = |s: &Side| f64::from(percentile(&s.lat, 50));
+    println!(
+        "\nThe proxy's cost per page: {:.0} µs (mean), {:.0} µs (median).\n",
+        p.mean_us() - d.mean_us(),
+        p50(&p) - p50(&d)
+    );
+
+    println!("### {connections} clients (one user each), {seconds} s per row\n");
+    println!("| path | pages/s | page p50 ms | page p99 ms |\n|---|---|---|---|");
+    let (rate, p50, p99) = concurrent(&direct.url, &direct_tokens, seconds).await;
+    println!(
+        "| one instance, direct | {rate:.0} | {:.2} | {:.2} |",
+        ms(p50),
+        ms(p99)
+    );
+    let from = proxy.access_log().len();
+    let (rate, p50, p99) = concurrent(&proxy.url(), &proxy_tokens, seconds).await;
+    println!(
+        "| nginx → two instances | {rate:.0} | {:.2} | {:.2} |",
+        ms(p50),
+        ms(p99)
+    );
+    let served = proxy.upstreams_since(from);
+    let on_a = served.iter().filter(|u| **u == authority(&a.url)).count();
+    println!(
+        "\nPages per instance behind nginx: {on_a} and {} (the hash of each client's token decides).",
+        served.len() - on_a
+    );
+}
