@@ -162,7 +162,7 @@ impl Cluster {
 
     /// Which instance serves `token` (one first page through the proxy).
     async fn probe(&self, token: &str) -> usize {
-        let from = self.nginx.access_log().len();
+        let from = self.mark();
         let a = modern(
             &self.nginx.url(),
             Some(token),
@@ -177,11 +177,15 @@ impl Cluster {
         served[0]
     }
 
+    /// Where the access log stands once every answered request is in it.
+    fn mark(&self) -> usize {
+        self.nginx.settle();
+        self.nginx.access_log().len()
+    }
+
     /// The instances that answered the proxied requests `from..`.
     fn served_since(&self, from: usize) -> Vec<usize> {
-        // nginx writes the access-log line when the request ends, which
-        // may be just after the client has its answer.
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        self.nginx.settle();
         self.nginx
             .upstreams_since(from)
             .iter()
@@ -336,10 +340,10 @@ async fn alice_and_bob_traverse_through_the_proxy_each_on_one_instance() {
     let bob = c.mint("bob");
     // Alice on 2026-07-28 (stateless, the SDK probes server/discover),
     // bob on the legacy handshake (an Mcp-Session-Id session through the proxy).
-    let from = c.nginx.access_log().len();
+    let from = c.mark();
     let a = list_all(&c.nginx.url(), &alice, "auto");
     let alice_served = c.served_since(from);
-    let from = c.nginx.access_log().len();
+    let from = c.mark();
     let b = list_all(&c.nginx.url(), &bob, "legacy");
     let bob_served = c.served_since(from);
     assert_eq!(a["protocol"], MODERN);
@@ -369,7 +373,7 @@ async fn a_record_inserted_into_the_database_shows_up_through_either_instance() 
     let mut want = uris(&ALICE);
     want.insert(3, "learn://documents/a3x".into());
     for (token, instance) in [(&on_a, 0), (&on_b, 1)] {
-        let from = c.nginx.access_log().len();
+        let from = c.mark();
         let r = list_all(&c.nginx.url(), token, "auto");
         assert_eq!(listed(&r), want, "instance {instance}: {r}");
         assert_eq!(r["rejected"], json!([]), "{r}");
@@ -386,12 +390,12 @@ async fn stopping_the_serving_instance_moves_the_next_page_which_is_refused_then
     let mut c = Cluster::start();
     let token = c.token_on("alice", 0).await;
     let url = c.nginx.url();
-    let from = c.nginx.access_log().len();
+    let from = c.mark();
     let mut after_stop = 0;
     let report = list_with_pause(&url, &token, || {
         assert!(c.served_since(from).iter().all(|i| *i == 0));
         c.stop(0);
-        after_stop = c.nginx.access_log().len();
+        after_stop = c.mark();
     });
     assert_one_generic_rejection(&report);
     assert_eq!(listed(&report), uris(&ALICE), "{report}");
@@ -412,7 +416,7 @@ async fn restarting_an_instance_invalidates_its_old_cursors() {
     let mut after_restart = 0;
     let report = list_with_pause(&url, &token, || {
         c.restart(1);
-        after_restart = c.nginx.access_log().len();
+        after_restart = c.mark();
     });
     assert_one_generic_rejection(&report);
     assert_eq!(listed(&report), uris(&ALICE), "{report}");

@@ -416,6 +416,7 @@ async fn main() {
         ms(p50),
         ms(p99)
     );
+    proxy.settle();
     let from = proxy.access_log().len();
     let (rate, p50, p99) = concurrent(&proxy.url(), &proxy_tokens, seconds).await;
     println!(
@@ -423,6 +424,7 @@ async fn main() {
         ms(p50),
         ms(p99)
     );
+    proxy.settle();
     let served = proxy.upstreams_since(from);
     let on_a = served.iter().filter(|u| **u == authority(&a.url)).count();
     println!(

@@ -168,13 +168,42 @@ impl Nginx {
             .collect()
     }
 
+    /// Wait until every request answered so far is in the access log.
+    /// nginx writes a request's line after its answer, so a client may be
+    /// done before the line is there; a request nginx answers itself (404,
+    /// no upstream) is logged after the requests the one worker finished
+    /// before it.
+    pub fn settle(&self) {
+        let markers = |log: &[String]| log.iter().filter(|l| l.starts_with("- ")).count();
+        let before = markers(&self.access_log());
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        std::io::Write::write_all(
+            &mut stream,
+            b"GET /settle HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = std::io::Read::read_to_string(&mut stream, &mut answer);
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        let start = Instant::now();
+        while markers(&self.access_log()) == before {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "nginx did not log its own 404"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// The upstreams (host:port) that served requests `from..` of the access
-    /// log, in order; a retried request names every upstream it tried
+    /// log, in order (call `settle` first); a retried request names every upstream it tried
     /// (`A, B`), the last one answered.
     pub fn upstreams_since(&self, from: usize) -> Vec<String> {
         self.access_log()
             .iter()
             .skip(from)
+            // Requests nginx answered itself (settle's) name no upstream.
+            .filter(|l| !l.starts_with("- "))
             .map(|l| {
                 // "ADDR[, ADDR...] STATUS METHOD": the method and status
                 // never contain spaces, the upstream list may.
