@@ -426,3 +426,51 @@ async fn restarting_an_instance_invalidates_its_old_cursors() {
         "the restarted instance (same port) answered: {served:?}"
     );
 }
+
+/// A JSON-RPC `resources/list` of exactly `len` bytes (padded in a param).
+fn list_body_of(len: usize) -> Vec<u8> {
+    let mut params = json!({ "pad": "" });
+    params["_meta"] = modern_meta();
+    let mut body = |pad: String| {
+        params["pad"] = json!(pad);
+        serde_json::to_vec(
+            &json!({ "jsonrpc": "2.0", "id": 1, "method": "resources/list", "params": params }),
+        )
+        .unwrap()
+    };
+    let base = body(String::new()).len();
+    let b = body("x".repeat(len - base));
+    assert_eq!(b.len(), len);
+    b
+}
+
+/// The proxy's body bound is the server's (`client_max_body_size 1m` =
+/// `[http] max_body_bytes`, 1 MiB): a body of exactly 1 MiB reaches an
+/// instance, one byte more gets 413 from nginx and reaches none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_proxy_passes_bodies_up_to_the_servers_bound_and_refuses_one_byte_more() {
+    let c = Cluster::start();
+    let auth = format!("Bearer {}", c.mint("alice"));
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "resources/list"),
+    ];
+    let from = c.mark();
+    let at = post(&c.nginx.url(), &headers, list_body_of(1024 * 1024)).await;
+    assert_eq!(at.status, 200, "{}", at.text());
+    assert_eq!(
+        at.json()["result"]["resources"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(c.served_since(from).len(), 1, "the instance answered");
+    let from = c.mark();
+    let over = post(&c.nginx.url(), &headers, list_body_of(1024 * 1024 + 1)).await;
+    assert_eq!(over.status, 413);
+    assert!(c.served_since(from).is_empty(), "no instance saw it");
+    let log = c.nginx.access_log();
+    assert!(
+        log[from..].iter().any(|l| l.starts_with("- 413 ")),
+        "{log:?}"
+    );
+}

@@ -174,7 +174,7 @@ impl Nginx {
     /// no upstream) is logged after the requests the one worker finished
     /// before it.
     pub fn settle(&self) {
-        let markers = |log: &[String]| log.iter().filter(|l| l.starts_with("- ")).count();
+        let markers = |log: &[String]| log.iter().filter(|l| l.starts_with("- 404 ")).count();
         let before = markers(&self.access_log());
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         std::io::Write::write_all(
