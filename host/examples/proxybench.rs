@@ -225,7 +225,12 @@ async fn list_page(
         .header("authorization", format!("Bearer {token}"))
         .body(Full::new(list_body(cursor)))
         .unwrap();
-    sender.ready().await.unwrap();
+    // nginx ends a client connection after `keepalive_requests` (1000)
+    // answers, saying so in the last one: open the next.
+    if sender.ready().await.is_err() {
+        *sender = connect(authority).await;
+        sender.ready().await.unwrap();
+    }
     let resp = sender.send_request(req).await.unwrap();
     assert!(resp.status().is_success(), "status {}", resp.status());
     let body = resp.into_body().collect().await.unwrap().to_bytes();
