@@ -345,6 +345,34 @@ async fn single(
     (d, p, diffs)
 }
 
+/// CPU time (user + system, ms) the processes `pids` and their children
+/// have used so far, from /proc (Linux).
+fn cpu_ms(pids: &[u32]) -> f64 {
+    let stat = |pid: &str| -> Option<(u32, u64)> {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the parenthesised command name: state ppid ... utime(14) stime(15).
+        let rest: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+        let ppid = rest.get(1)?.parse().ok()?;
+        let ticks: u64 = rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
+        Some((ppid, ticks))
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let mut ticks = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<u32>() else {
+            continue;
+        };
+        if let Some((ppid, t)) = stat(&name)
+            && (pids.contains(&pid) || pids.contains(&ppid))
+        {
+            ticks += t;
+        }
+    }
+    ticks as f64 * 1000.0 / hz
+}
+
 /// One client per token, each looping full traversals for `seconds`:
 /// (pages/s, p50 µs, p99 µs).
 async fn concurrent(url: &str, tokens: &[String], seconds: u64) -> (f64, u32, u32) {
@@ -429,20 +457,30 @@ async fn main() {
     );
 
     println!("### {connections} clients (one user each), {seconds} s per row\n");
-    println!("| path | pages/s | page p50 ms | page p99 ms |\n|---|---|---|---|");
-    let (rate, p50, p99) = concurrent(&direct.url, &direct_tokens, seconds).await;
     println!(
-        "| one instance, direct | {rate:.0} | {:.2} | {:.2} |",
+        "| path | pages/s | page p50 ms | page p99 ms | CPU per page: emseepea | CPU per page: nginx |\n|---|---|---|---|---|---|"
+    );
+    let before = cpu_ms(&[direct.child.id()]);
+    let (rate, p50, p99) = concurrent(&direct.url, &direct_tokens, seconds).await;
+    let pages = rate * seconds as f64;
+    println!(
+        "| one instance, direct | {rate:.0} | {:.2} | {:.2} | {:.2} ms | |",
         ms(p50),
-        ms(p99)
+        ms(p99),
+        (cpu_ms(&[direct.child.id()]) - before) / pages
     );
     proxy.settle();
     let from = proxy.access_log().len();
+    let instances = [a.child.id(), b.child.id()];
+    let (before, before_nginx) = (cpu_ms(&instances), cpu_ms(&[proxy.pid()]));
     let (rate, p50, p99) = concurrent(&proxy.url(), &proxy_tokens, seconds).await;
+    let pages = rate * seconds as f64;
     println!(
-        "| nginx → two instances | {rate:.0} | {:.2} | {:.2} |",
+        "| nginx → two instances | {rate:.0} | {:.2} | {:.2} | {:.2} ms | {:.3} ms |",
         ms(p50),
-        ms(p99)
+        ms(p99),
+        (cpu_ms(&instances) - before) / pages,
+        (cpu_ms(&[proxy.pid()]) - before_nginx) / pages
     );
     proxy.settle();
     let served = proxy.upstreams_since(from);

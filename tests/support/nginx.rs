@@ -151,6 +151,11 @@ impl Nginx {
         }
     }
 
+    /// The master's pid (its workers are its children).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
