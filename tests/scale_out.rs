@@ -474,3 +474,50 @@ async fn the_proxy_passes_bodies_up_to_the_servers_bound_and_refuses_one_byte_mo
         "{log:?}"
     );
 }
+
+/// A token refresh (README "What a token refresh does to a traversal"):
+/// the same caller's new token hashes anew. Landing on the instance that
+/// sealed the cursor, the traversal continues (a cursor is bound to the
+/// caller, not to the token string); landing on the other, the next page
+/// gets the generic -32602 and a fresh listing completes there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_refresh_moves_a_traversal_only_when_the_new_token_hashes_elsewhere() {
+    let c = Cluster::start();
+    let first = c.token_on("alice", 0).await;
+    let same = c.token_on("alice", 0).await;
+    let other = c.token_on("alice", 1).await;
+    assert!(first != same && first != other);
+    let url = c.nginx.url();
+    let page = |token: String, cursor: Option<String>| {
+        let url = url.clone();
+        async move {
+            let params = cursor.map_or(json!({}), |c| json!({ "cursor": c }));
+            modern(&url, Some(&token), json!(1), "resources/list", params)
+                .await
+                .json()
+        }
+    };
+    let p1 = page(first.clone(), None).await;
+    let cursor = p1["result"]["nextCursor"].as_str().unwrap().to_owned();
+    // Refreshed onto the same instance: page 2 follows page 1.
+    let from = c.mark();
+    let p2 = page(same, Some(cursor.clone())).await;
+    assert_eq!(
+        p2["result"]["resources"][0]["uri"], "learn://documents/a3",
+        "{p2}"
+    );
+    assert_eq!(c.served_since(from), [0]);
+    // Refreshed onto the other instance: refused, generically.
+    let from = c.mark();
+    let refused = page(other.clone(), Some(cursor)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["message"], "Invalid cursor", "{refused}");
+    assert!(refused["error"].get("data").is_none(), "{refused}");
+    assert_eq!(c.served_since(from), [1]);
+    // The client's restart without a cursor completes on the new instance.
+    let from = c.mark();
+    let (all, pages) = traverse(&url, &other).await;
+    assert_eq!(all, uris(&ALICE));
+    assert_eq!(pages, 4);
+    assert!(c.served_since(from).iter().all(|i| *i == 1));
+}
