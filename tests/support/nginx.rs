@@ -48,10 +48,10 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The http-block body shared by the test proxy and deploy/nginx/emseepea.conf:
-/// the repository's config is included as is, so the test runs the settings
-/// the README tells operators to use. Only the upstream servers and the
-/// listen address are the test's.
+/// The deployment config the test proxy runs: included in the generated
+/// http block as is, so the tests run the settings the README tells
+/// operators to use. Only the upstream servers and the listen address are
+/// the test's.
 pub fn deploy_conf() -> PathBuf {
     super::root().join("deploy/nginx/emseepea.conf")
 }
@@ -114,7 +114,19 @@ impl Nginx {
         );
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(nginx_binary())
+        let mut cmd = Command::new(nginx_binary());
+        // A test process that dies without unwinding (killed on a timeout)
+        // takes its nginx with it: SIGTERM is nginx's fast shutdown, the
+        // master stops its workers.
+        // SAFETY: prctl is async-signal-safe; nothing else runs in the child
+        // before exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
             .arg("-p")
             .arg(dir.path())
             .arg("-e")
