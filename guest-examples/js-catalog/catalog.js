@@ -1,12 +1,15 @@
-// js-catalog: the catalog source in JavaScript (built with componentize-js).
+// js-catalog: the catalog source in JavaScript, on the SDK (sdk/js), bundled
+// with esbuild and built with componentize-js (`npm run build`).
 // A deterministic catalog of N items (manifest config `items`, default 500):
-// `list` computes only the requested slice, keys are zero-padded so string
-// order is numeric order.
+// `list` computes only the requested slice (at most limit + 1 items, which
+// sdk.page turns into a page with a truthful hasMore); keys are zero-padded
+// so string order is numeric order.
 //
 // With `details_url` in its config (and that origin granted in the manifest's
 // `[grants] http`), `read` fetches an item's text from that backend: GET
 // DETAILS_URL/KEY, with the caller's subject in `x-caller`.
 import { get } from 'emseepea:inventory/config@0.1.0';
+import * as sdk from '../../sdk/js/emseepea-guest.js';
 
 const NAME = 'js-catalog';
 const PREFIX = 'jscat://items/';
@@ -67,7 +70,6 @@ export const template = {
 
 export const inventory = {
   list(after, limit, _context) {
-    const total = items();
     let first = 1;
     if (after !== undefined) {
       if (!/^[0-9]{10}$/.test(after)) {
@@ -75,11 +77,13 @@ export const inventory = {
       }
       first = Number.parseInt(after, 10) + 1;
     }
-    const end = Math.min(first + limit, total + 1);
-    const entries = [];
-    for (let n = first; n < end; n++) {
-      entries.push({ key: key(n), resource: { uri: `${PREFIX}${key(n)}`, name: `JS item ${n}`, mimeType: 'text/plain' } });
-    }
-    return { entries, hasMore: end <= total };
+    return sdk.page(itemsFrom(first, items()), limit);
   },
 };
+
+// Items first..=total, lazily: sdk.page stops after limit + 1.
+function* itemsFrom(first, total) {
+  for (let n = first; n <= total; n++) {
+    yield { key: key(n), resource: { uri: `${PREFIX}${key(n)}`, name: `JS item ${n}`, mimeType: 'text/plain' } };
+  }
+}

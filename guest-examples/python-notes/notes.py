@@ -1,6 +1,6 @@
 """python-notes: each caller lists and reads only their own notes, from a
 granted SQLite database, in Python (built with componentize-py). This file
-is the README's "Writing a guest in Python" example, verbatim.
+is the README's "Writing a guest" Python example, verbatim.
 
 Like the Rust `documents` guest: `list` runs one bounded, ordered query with
 limit + 1 rows (sdk.fetch) and sdk.page to decide has_more, and `read` re-checks ownership.

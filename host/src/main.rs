@@ -60,6 +60,18 @@ enum Command {
         #[arg(long)]
         audience: Option<String>,
     },
+    /// Scaffold a guest project: a small per-user dataset on the SDK, a
+    /// manifest, and one build command (printed, and in its README).
+    New {
+        /// The guest's name: lowercase letters, digits and `-`, starting
+        /// with a letter (the package, template, URI scheme and scope prefix).
+        name: String,
+        #[arg(long, value_enum)]
+        lang: emseepea::devkit::new::Lang,
+        /// Where (default: ./NAME); must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Drive one guest through the host's runtime and validation as test
     /// principals; print every contract break; exit 1 on any.
     TestSource {
@@ -117,6 +129,11 @@ fn main() -> ExitCode {
             }
             Command::Check { config } => {
                 emseepea::check::run(load(&config, flag)?).await?;
+                Ok(Outcome::Ok)
+            }
+            Command::New { name, lang, dir } => {
+                let created = emseepea::devkit::new::create(&name, lang, dir.as_deref())?;
+                print!("{}", created.summary());
                 Ok(Outcome::Ok)
             }
             Command::TestSource {

@@ -69,6 +69,16 @@ impl ServerBuilder {
         self
     }
 
+    /// A source from a component anywhere (e.g. one a test just built).
+    pub fn source_file(mut self, stem: &str, wasm: &Path, manifest: &str) -> Self {
+        self.sources.push(SourceSpec {
+            stem: stem.into(),
+            wasm: wasm.to_owned(),
+            manifest: (!manifest.is_empty()).then(|| manifest.to_owned()),
+        });
+        self
+    }
+
     /// A hostile source named `stem` with `mode`; `extra` is more manifest
     /// TOML (a `[config]` table in it is merged with name and mode).
     pub fn hostile(self, stem: &str, mode: &str, extra: &str) -> Self {

@@ -301,7 +301,10 @@ fn python_guest(out: &Path) -> Result {
     std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
 }
 
-/// guest-examples/js-catalog, built with componentize-js.
+/// guest-examples/js-catalog, built by its `npm run build`: esbuild bundles
+/// it with the JS SDK (componentize-js does not follow relative imports),
+/// then componentize-js builds the component, as in a project made by
+/// `emseepea new --lang javascript`.
 fn js_guest(out: &Path) -> Result {
     let root = root();
     let src = root.join("guest-examples/js-catalog");
@@ -312,8 +315,10 @@ fn js_guest(out: &Path) -> Result {
     let stamp_file = out.join(".js-catalog-stamp");
     let stamp = stamp_of(&[
         src.join("catalog.js"),
+        src.join("package.json"),
         src.join("package-lock.json"),
         src.join("manifest.toml"),
+        root.join("sdk/js/emseepea-guest.js"),
         root.join("wit"),
     ]);
     if target.is_file()
@@ -322,23 +327,10 @@ fn js_guest(out: &Path) -> Result {
         return Ok(());
     }
     npm_install(&src)?;
-    run(Command::new(src.join("node_modules/.bin/componentize-js"))
+    run(Command::new("npm")
         .current_dir(&src)
-        .arg("catalog.js")
-        .arg("--wit")
-        .arg(root.join("wit"))
-        .args([
-            "-n",
-            "inventory-source",
-            "-d",
-            "stdio",
-            "random",
-            "clocks",
-            // `http` stays: `read` may `fetch` (wasi:http, allow-listed by the host).
-            "fetch-event",
-            "-o",
-        ])
-        .arg(&target))?;
+        .args(["run", "--silent", "build"]))?;
+    copy_if_changed(&src.join("dist/js-catalog.wasm"), &target)?;
     copy_if_changed(&src.join("manifest.toml"), &out.join("js-catalog.toml"))?;
     std::fs::write(&stamp_file, stamp).map_err(|e| e.to_string())
 }
