@@ -20,17 +20,18 @@ mod heap;
 mod policy;
 mod pool;
 
-use crate::config::{Config, DatabaseConfig};
+use super::{CallInfo, CallView, Capability, ViewOf};
+use crate::config::{Config, DatabaseConfig, SourceManifest};
 use crate::guest_text::GuestText;
 use crate::runtime::bindings::emseepea::inventory::sqlite::{
-    Error, Host, HostConnection, Rows, Value,
+    self as wit, Error, Host, HostConnection, Rows, Value,
 };
 use crate::runtime::budget::DeadlineTrap;
 use crate::runtime::host_state::{HostState, MemoryAccount};
 use pool::{CallLimits, Database};
 use rusqlite::InterruptHandle;
 use std::sync::Arc;
-use wasmtime::component::Resource;
+use wasmtime::component::{Linker, Resource};
 
 /// Per-value overhead charged on top of the value's payload.
 const VALUE_OVERHEAD: usize = 16;
@@ -45,6 +46,42 @@ impl Databases {
         // The process-wide heap limit is the host's from the start.
         heap::enforce();
         Self(config.databases.clone())
+    }
+}
+
+/// The capability: `[databases.LABEL]` of the server config, granted per
+/// source by label (`grants.databases`).
+pub struct Sqlite {
+    databases: Databases,
+}
+
+impl Capability for Sqlite {
+    const NAME: &'static str = "sqlite";
+    type Grant = SqliteGrants;
+    type Call = SqliteCall;
+    type DefinitionError = std::convert::Infallible;
+    type GrantError = UnknownDatabase;
+    type CallError = std::convert::Infallible;
+
+    fn configure(config: &Config) -> Result<Self, Self::DefinitionError> {
+        Ok(Self {
+            databases: Databases::new(config),
+        })
+    }
+
+    fn grant(&self, manifest: &SourceManifest) -> Result<SqliteGrants, UnknownDatabase> {
+        SqliteGrants::resolve(&self.databases, &manifest.grants.databases)
+    }
+
+    fn call(grant: &SqliteGrants, _: &CallInfo) -> Result<SqliteCall, Self::CallError> {
+        Ok(SqliteCall::new(grant.clone()))
+    }
+
+    fn add_to_linker(
+        linker: &mut Linker<HostState>,
+        view: fn(&mut HostState) -> CallView<'_, SqliteCall>,
+    ) -> wasmtime::Result<()> {
+        wit::add_to_linker::<HostState, ViewOf<SqliteCall>>(linker, view)
     }
 }
 
@@ -156,7 +193,7 @@ enum Outcome<T> {
     Done(rusqlite::Connection, Result<T, Error>),
 }
 
-impl HostState {
+impl CallView<'_, SqliteCall> {
     /// Run `work` on the blocking pool with the guest's connection, bounded by
     /// the call's deadline and cancellation.
     async fn run_statement<T: Send + 'static>(
@@ -295,14 +332,13 @@ fn query_rows(
     Ok((Rows { columns, rows: out }, bytes))
 }
 
-impl HostConnection for HostState {
+impl HostConnection for CallView<'_, SqliteCall> {
     async fn open(
         &mut self,
         label: String,
     ) -> wasmtime::Result<Result<Resource<Connection>, Error>> {
         let Some(db) = self
-            .capabilities
-            .sqlite
+            .state
             .grants
             .0
             .iter()
@@ -312,7 +348,7 @@ impl HostConnection for HostState {
             tracing::warn!(database = %GuestText::new(&label), "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
-        let limits = match self.capabilities.sqlite.take_share(&mut self.memory) {
+        let limits = match self.state.take_share(self.memory) {
             Ok(limits) => limits,
             Err(NoBudgetForShare(bytes)) => {
                 tracing::warn!(database = %label, bytes, "no memory budget left for the call's SQLite share");
@@ -378,11 +414,125 @@ impl HostConnection for HostState {
     }
 }
 
-impl Host for HostState {}
+impl Host for CallView<'_, SqliteCall> {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::runtime::budget::DeadlineTrap;
+    use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
+    use std::time::Duration;
+
+    /// A server config with one database `main` (table `t`: 1, 2, 3).
+    fn main_db(read_only: bool) -> (tempfile::TempDir, Harness) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("main.sqlite");
+        rusqlite::Connection::open(&file)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+            .unwrap();
+        let harness = Harness::new(&format!(
+            "[databases.main]\nfile = {:?}\nread_only = {read_only}\n",
+            file.display().to_string()
+        ));
+        (dir, harness)
+    }
+
+    /// The hostile guest's `sql-script` mode on `main`, granted or not.
+    fn script(lines: &[&str], granted: bool) -> SourceManifest {
+        let grants = if granted {
+            "[grants]\ndatabases = [\"main\"]\n"
+        } else {
+            ""
+        };
+        manifest(
+            "sql-script",
+            &format!(
+                "database = \"main\"\nscript = {:?}\n{grants}",
+                lines.join("\n")
+            ),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_granted_database_answers_and_an_ungranted_one_does_not() {
+        let (_dir, harness) = main_db(true);
+        let report = harness
+            .read::<Sqlite>(
+                &script(&["SELECT x FROM t ORDER BY x"], true),
+                "hostile://x/1",
+            )
+            .await
+            .unwrap();
+        assert_eq!(report, "ok rows=3 first=1");
+        let refused = harness
+            .read::<Sqlite>(&script(&["SELECT x FROM t"], false), "hostile://x/1")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, ReadFailure::Source(e) if format!("{e:?}").contains("NotGranted")),
+            "{refused}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_policy_holds_in_a_real_call() {
+        let (_dir, harness) = main_db(true);
+        let report = harness
+            .read::<Sqlite>(
+                &script(
+                    &[
+                        "CREATE TEMP VIEW t AS SELECT 7 AS x",
+                        "PRAGMA hard_heap_limit = 1",
+                        "BEGIN",
+                        "INSERT INTO t VALUES (4)",
+                        "SELECT count(*) FROM t",
+                    ],
+                    true,
+                ),
+                "hostile://x/1",
+            )
+            .await
+            .unwrap();
+        let lines: Vec<&str> = report.lines().collect();
+        assert_eq!(lines.len(), 5, "{report}");
+        for refused in &lines[..4] {
+            assert!(refused.starts_with("error: Error::Failed("), "{report}");
+        }
+        assert_eq!(lines[4], "ok rows=1 first=3");
+    }
+
+    #[tokio::test]
+    async fn a_long_statement_stops_at_the_deadline() {
+        let (_dir, mut harness) = main_db(true);
+        harness.deadline = Duration::from_millis(300);
+        let runaway = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+        let failure = harness
+            .read::<Sqlite>(&script(&[runaway], true), "hostile://x/1")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&failure, ReadFailure::Trap(e) if e.downcast_ref::<DeadlineTrap>().is_some()),
+            "{failure}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_statement_stops_when_the_call_is_cancelled() {
+        let (_dir, harness) = main_db(true);
+        let runaway = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+        let cancel = harness.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel();
+        });
+        let report = harness
+            .read::<Sqlite>(&script(&[runaway], true), "hostile://x/1")
+            .await
+            .unwrap();
+        assert_eq!(report, "error: Error::Interrupted");
+    }
 
     #[test]
     fn every_source_gets_its_own_pool_of_a_shared_database() {
