@@ -98,11 +98,11 @@ impl Harness {
         uri: &str,
     ) -> Result<String, ReadFailure> {
         let grants = self.grant::<C>(manifest).expect("grants resolve");
-        self.read_with::<C>(&grants, uri).await
+        self.read_with(&grants, uri).await
     }
 
     /// As [`Harness::read`], with grants made once (e.g. to share pools).
-    pub async fn read_with<C: Capability + Registered>(
+    pub async fn read_with(
         &self,
         grants: &SourceCapabilities,
         uri: &str,
