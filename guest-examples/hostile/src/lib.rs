@@ -295,9 +295,9 @@ fn denials() -> String {
         "tcp={}",
         if tcp.is_ok() { "open" } else { "denied" }
     ));
-    let db = emseepea::inventory::sqlite::Connection::open(&cfg("database", "documents"));
+    let db = emseepea::inventory::sql::Connection::open(&cfg("database", "documents"));
     report.push(format!(
-        "sqlite={}",
+        "sql={}",
         match db {
             Ok(_) => "open".to_string(),
             Err(e) => format!("{e:?}"),
@@ -375,7 +375,7 @@ fn fetch(url: &str) -> Result<String, String> {
 
 /// Run the manifest's `sql` on the granted `database`; report rows or the error.
 fn sql() -> String {
-    use emseepea::inventory::sqlite::Connection;
+    use emseepea::inventory::sql::Connection;
     let conn = match Connection::open(&cfg("database", "documents")) {
         Ok(c) => c,
         Err(e) => return format!("open: {e:?}"),
@@ -389,7 +389,7 @@ fn sql() -> String {
 
 /// Run each line of `script` on one connection; one report line each.
 fn sql_script() -> Result<String, SourceError> {
-    use emseepea::inventory::sqlite::{Connection, Value};
+    use emseepea::inventory::sql::{Connection, Value};
     let conn = Connection::open(&cfg("database", "documents"))
         .map_err(|e| SourceError::Failed(format!("HOSTILE-SECRET open: {e:?}")))?;
     let fail = cfg("on_error", "report") == "fail";

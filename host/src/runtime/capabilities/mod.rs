@@ -179,5 +179,5 @@ capabilities! {
     wasi: wasi::Wasi,
     http: http::Http,
     config: config::SourceConfig,
-    sqlite: sqlite::Sqlite,
+    sql: sqlite::Sqlite,
 }

@@ -159,7 +159,7 @@ mod tests {
             .await
             .unwrap();
         for line in [
-            "sqlite=Error::NotGranted",
+            "sql=Error::NotGranted",
             "env=0",
             "stdin=eof",
             "file /etc/passwd=denied",

@@ -1,5 +1,6 @@
-//! `emseepea:inventory/sqlite`: embedded SQLite databases declared in the
-//! server config (`[databases.LABEL]`) and granted per source by label.
+//! The SQLite engine of `emseepea:inventory/sql`: embedded databases
+//! declared in the server config (`[databases.LABEL]`) and granted per
+//! source by label. Guests' `?N` placeholders are SQLite's own.
 //!
 //! - Statements run on tokio's blocking pool, never on a runtime worker.
 //! - A statement stops when the call's deadline passes, when the request is
@@ -23,7 +24,7 @@ mod pool;
 use super::{CallInfo, CallView, Capability, ViewOf};
 use crate::config::{Config, DatabaseConfig, SourceManifest};
 use crate::guest_text::GuestText;
-use crate::runtime::bindings::emseepea::inventory::sqlite::{
+use crate::runtime::bindings::emseepea::inventory::sql::{
     self as wit, Error, Host, HostConnection, Rows, Value,
 };
 use crate::runtime::budget::DeadlineTrap;
@@ -56,7 +57,7 @@ pub struct Sqlite {
 }
 
 impl Capability for Sqlite {
-    const NAME: &'static str = "sqlite";
+    const NAME: &'static str = "sql";
     type Grant = SqliteGrants;
     type Call = SqliteCall;
     type DefinitionError = std::convert::Infallible;
