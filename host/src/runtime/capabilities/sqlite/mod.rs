@@ -17,6 +17,7 @@
 //!   budget for SQLite, which bounds its values (`SQLITE_LIMIT_LENGTH`) and
 //!   raises the process-wide heap limit while the call runs.
 
+pub mod definition;
 mod heap;
 mod policy;
 mod pool;
@@ -538,6 +539,7 @@ mod tests {
     #[test]
     fn every_source_gets_its_own_pool_of_a_shared_database() {
         let config = DatabaseConfig {
+            engine: definition::Engine::Sqlite,
             file: "documents.sqlite".into(),
             read_only: true,
             max_result_bytes: 1 << 20,

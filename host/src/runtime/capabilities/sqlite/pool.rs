@@ -230,6 +230,7 @@ mod tests {
             .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2);")
             .unwrap();
         let config = DatabaseConfig {
+            engine: crate::config::Engine::Sqlite,
             file,
             read_only,
             max_result_bytes: 1 << 20,
