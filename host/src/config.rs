@@ -634,7 +634,7 @@ pub struct StaticResourceConfig {
 }
 
 /// `[databases.LABEL]`: defined by the SQL capability, which owns it.
-pub use crate::runtime::capabilities::sqlite::definition::{DatabaseConfig, Engine};
+pub use crate::runtime::capabilities::sql::config::{DatabaseConfig, Engine, EngineConfig};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -721,7 +721,9 @@ impl Config {
             }
         }
         for db in config.databases.values_mut() {
-            db.file = base.join(&db.file);
+            if let EngineConfig::Sqlite(sqlite) = &mut db.engine {
+                sqlite.file = base.join(&sqlite.file);
+            }
         }
         for dir in config.directories.values_mut() {
             dir.path = base.join(&dir.path);

@@ -15,7 +15,7 @@
 
 pub mod config;
 pub mod http;
-pub mod sqlite;
+pub mod sql;
 mod view;
 pub mod wasi;
 
@@ -44,7 +44,7 @@ pub struct CallInfo {
 /// One capability: configured once at startup, granted per source, fresh
 /// state per call, linked through its own view.
 pub trait Capability: Sized + Send + Sync + 'static {
-    /// Its name in startup errors (`capability "sqlite": ...`).
+    /// Its name in startup errors (`capability "sql": ...`).
     const NAME: &'static str;
     /// What a source was granted; `Default` is "nothing granted".
     type Grant: Clone + Default + std::fmt::Debug + Send + Sync + 'static;
@@ -179,5 +179,5 @@ capabilities! {
     wasi: wasi::Wasi,
     http: http::Http,
     config: config::SourceConfig,
-    sql: sqlite::Sqlite,
+    sql: sql::Sql,
 }
