@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(default.max_result_bytes, 4 << 20);
         let named = parse("engine = \"sqlite\"\nfile = \"a.sqlite\"\nread_only = false").unwrap();
         assert!(
-            matches!(&named.engine, EngineConfig::Sqlite(s) if s.file == PathBuf::from("a.sqlite"))
+            matches!(&named.engine, EngineConfig::Sqlite(s) if s.file == std::path::Path::new("a.sqlite"))
         );
         assert!(!named.read_only);
         let unknown = parse("engine = \"oracle\"\nfile = \"a.sqlite\"").unwrap_err();

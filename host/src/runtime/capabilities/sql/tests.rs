@@ -138,3 +138,16 @@ fn every_source_gets_its_own_pool_of_a_shared_database() {
     let unknown = SqlGrants::resolve(&databases, &["notes".to_string()]).unwrap_err();
     assert!(unknown.to_string().contains("\"notes\""), "{unknown}");
 }
+
+#[test]
+fn an_engine_this_build_lacks_is_refused_at_startup() {
+    let harness =
+        Harness::new("[databases.pg]\nengine = \"postgres\"\nurl = \"postgres://db/x\"\n");
+    let Err(refused) = Sql::configure(&harness.config) else {
+        panic!("a postgres database was accepted by a build without the engine");
+    };
+    assert_eq!(
+        refused.to_string(),
+        "database \"pg\": engine \"postgres\" is not built into this emseepea"
+    );
+}
