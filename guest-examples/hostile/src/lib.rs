@@ -33,6 +33,8 @@
 //!   connection to the granted `database` and reports a line per statement
 //!   (`ok rows=N first=V` or `error: E`); with `on_error = "fail"` the first
 //!   error fails the read instead (a `source-error` naming it).
+//! - `sql-execute`: read `execute`s each line of `script` on one connection
+//!   and reports a line per statement (`changed=N` or `error: E`).
 //!
 //! Every message it produces contains `HOSTILE-SECRET`, so tests can assert
 //! that no guest text reaches a client.
@@ -255,6 +257,7 @@ impl template::Guest for Hostile {
             }
             "sql" => sql(),
             "sql-script" => sql_script()?,
+            "sql-execute" => sql_execute(),
             _ => format!("Contents of {uri}"),
         };
         Ok(vec![ResourceContents {
@@ -385,6 +388,24 @@ fn sql() -> String {
         Ok(rows) => format!("rows={}", rows.rows.len()),
         Err(e) => format!("query: {e:?}"),
     }
+}
+
+/// `execute` each line of `script` on one connection: `changed=N` or the
+/// error, one line each.
+fn sql_execute() -> String {
+    use emseepea::inventory::sql::Connection;
+    let conn = match Connection::open(&cfg("database", "documents")) {
+        Ok(c) => c,
+        Err(e) => return format!("open: {e:?}"),
+    };
+    cfg("script", "SELECT 1")
+        .lines()
+        .map(|sql| match conn.execute(sql, &[]) {
+            Ok(n) => format!("changed={n}"),
+            Err(e) => format!("error: {e:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Run each line of `script` on one connection; one report line each.

@@ -201,25 +201,52 @@ fn to_guest<T>(result: Result<T, EngineError>) -> wasmtime::Result<Result<T, Err
     }
 }
 
-impl CallView<'_, SqlCall> {
-    /// Record one statement: its count by outcome, its time, and the rows
-    /// it returned (`query`) or changed (`execute`).
-    fn record(
-        &self,
-        db: &GrantedDatabase,
-        statement: Statement,
-        started: Instant,
-        result: &Result<u64, EngineError>,
-    ) {
+/// Records one statement when it ends: its count by outcome, its time, and
+/// the rows it returned (`query`) or changed (`execute`). A statement whose
+/// future is dropped (the call was cancelled or abandoned) counts as
+/// `interrupted`.
+struct Recorder {
+    source: Arc<str>,
+    db: Arc<GrantedDatabase>,
+    statement: Statement,
+    started: Instant,
+    done: bool,
+}
+
+impl Recorder {
+    fn start(source: &Arc<str>, db: &Arc<GrantedDatabase>, statement: Statement) -> Self {
+        Self {
+            source: source.clone(),
+            db: db.clone(),
+            statement,
+            started: Instant::now(),
+            done: false,
+        }
+    }
+
+    fn finish(mut self, result: &Result<u64, EngineError>) {
+        self.done = true;
+        self.record(outcome(result), result.as_ref().ok().copied());
+    }
+
+    fn record(&self, outcome: &'static str, rows: Option<u64>) {
         metrics().sql_statement(
-            &self.state.source,
-            &db.label,
-            db.pool.engine().name(),
-            statement.name(),
-            outcome(result),
-            started.elapsed(),
-            result.as_ref().ok().copied(),
+            &self.source,
+            &self.db.label,
+            self.db.pool.engine().name(),
+            self.statement.name(),
+            outcome,
+            self.started.elapsed(),
+            rows,
         );
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if !self.done {
+            self.record("interrupted", None);
+        }
     }
 }
 
@@ -273,7 +300,7 @@ impl HostConnection for CallView<'_, SqlCall> {
             max_rows,
             max_bytes: db.max_result_bytes.min(remaining),
         };
-        let started = Instant::now();
+        let recorder = Recorder::start(&self.state.source, &db, Statement::Query);
         let fetched = connection.engine.query(sql, params, bounds, call).await;
         // What was returned is the guest's now: charged to its budget.
         let result = fetched.and_then(|f| match self.memory.charge(f.bytes as u64) {
@@ -281,12 +308,7 @@ impl HostConnection for CallView<'_, SqlCall> {
             Err(_) => Err(EngineError::TooLarge),
         });
         let counted = result.as_ref().map(|rows| rows.rows.len() as u64);
-        self.record(
-            &db,
-            Statement::Query,
-            started,
-            &counted.map_err(Clone::clone),
-        );
+        recorder.finish(&counted.map_err(Clone::clone));
         to_guest(result)
     }
 
@@ -302,9 +324,9 @@ impl HostConnection for CallView<'_, SqlCall> {
         };
         let connection = self.table.get_mut(&handle)?;
         let db = connection.db.clone();
-        let started = Instant::now();
+        let recorder = Recorder::start(&self.state.source, &db, Statement::Execute);
         let result = connection.engine.execute(sql, params, call).await;
-        self.record(&db, Statement::Execute, started, &result);
+        recorder.finish(&result);
         to_guest(result)
     }
 
