@@ -167,7 +167,12 @@ impl Prepared {
     }
 
     pub fn start(self) -> Server {
-        Server::spawn(self)
+        Server::spawn(self, &[])
+    }
+
+    /// Start with more environment variables.
+    pub fn start_with_env(self, env: &[(&str, &str)]) -> Server {
+        Server::spawn(self, env)
     }
 }
 
@@ -179,10 +184,11 @@ pub struct Server {
 }
 
 impl Server {
-    fn spawn(prepared: Prepared) -> Server {
+    fn spawn(prepared: Prepared, env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&prepared.config_path)
+            .envs(env.iter().copied())
             .env(
                 "EMSEEPEA_LOG",
                 "info,emseepea=debug,cranelift_codegen=warn,wasmtime=warn",

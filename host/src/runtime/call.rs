@@ -23,9 +23,11 @@ use super::page::LiftError;
 use super::scope::RequestScope;
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::{InFlight, metrics};
+use crate::telemetry::{spans, traces};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 use wasmtime::component::Instance;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
@@ -60,12 +62,18 @@ impl Source {
             request_id: &scope.request_id,
             started: Instant::now(),
             done: false,
+            span: spans::guest_call(&self.log_name, what),
         };
-        let result = tokio::select! {
-            biased;
-            _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
-            r = self.slotted(scope, what, f) => r,
+        // Capability calls made while the guest runs are children of `span`.
+        let result = async {
+            tokio::select! {
+                biased;
+                _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
+                r = self.slotted(scope, what, f) => r,
+            }
         }
+        .instrument(log.span.clone())
+        .await
         .and_then(|r| r.map_err(|e| GuestError::Source(e.into())));
         log.finish(&result);
         result
@@ -123,9 +131,14 @@ impl Source {
             wasi,
             table: wasmtime::component::ResourceTable::new(),
             memory: MemoryAccount::new(budget.memory_bytes),
-            capabilities: self.capabilities.for_call(&self.log_name, budget.deadline),
+            capabilities: self.capabilities.for_call(
+                &self.log_name,
+                &scope.request_id,
+                budget.deadline,
+            ),
             deadline: budget.deadline,
             cancel: scope.cancel.clone(),
+            request_id: scope.request_id.clone(),
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.memory);
@@ -157,6 +170,12 @@ impl Source {
         };
         let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         m.guest_usage(&self.log_name, what, fuel_used, store.data().memory.used());
+        if traces::enabled() {
+            // Inside `call`'s instrumented future: the current span is the call's.
+            let span = tracing::Span::current();
+            span.record("emseepea.fuel", fuel_used);
+            span.record("emseepea.memory_bytes", store.data().memory.used());
+        }
         self.last_fuel_used
             .store(fuel_used, std::sync::atomic::Ordering::Relaxed);
         self.last_memory_bytes.store(
@@ -217,6 +236,20 @@ struct CallLog<'a> {
     request_id: &'a str,
     started: Instant,
     done: bool,
+    /// The call's span (disabled when traces are off).
+    span: tracing::Span,
+}
+
+impl CallLog<'_> {
+    fn end_span(&self, outcome: &'static str) {
+        if !self.span.is_disabled() {
+            self.span.record(
+                "emseepea.duration_us",
+                self.started.elapsed().as_micros() as u64,
+            );
+            spans::outcome(&self.span, outcome);
+        }
+    }
 }
 
 impl CallLog<'_> {
@@ -227,6 +260,7 @@ impl CallLog<'_> {
             Err(e) => e.outcome(),
         };
         metrics().guest_call(self.source, self.what, outcome, self.started.elapsed());
+        self.end_span(outcome);
         let elapsed_us = self.started.elapsed().as_micros() as u64;
         match result {
             Ok(_) => tracing::debug!(
@@ -278,6 +312,7 @@ impl Drop for CallLog<'_> {
                 GuestError::Cancelled.outcome(),
                 self.started.elapsed(),
             );
+            self.end_span(GuestError::Cancelled.outcome());
             tracing::warn!(
                 source = self.source,
                 call = self.what,

@@ -17,6 +17,8 @@ pub struct HostState {
     /// on backends (they must stop with the call).
     pub(crate) deadline: Instant,
     pub(crate) cancel: CancellationToken,
+    /// The request's id, for every log line a capability writes.
+    pub(crate) request_id: std::sync::Arc<str>,
 }
 
 impl wasmtime_wasi_http::WasiHttpView for HostState {

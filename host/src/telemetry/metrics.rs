@@ -50,6 +50,21 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundLabels {
+    pub source: String,
+    /// A host named in the source's grant, never one a guest chose.
+    pub host: String,
+    /// `2xx`..`5xx`, or `error` (no response: network, timeout, TLS).
+    pub status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeniedLabels {
+    pub source: String,
+    pub reason: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds() -> Histogram {
@@ -89,6 +104,8 @@ pub struct Metrics {
     pub auth_failures: Family<ReasonLabels, Counter>,
     pub token_cache_hits: Counter,
     pub token_cache_misses: Counter,
+    pub outbound_http: Family<OutboundLabels, Counter>,
+    pub outbound_http_denied: Family<DeniedLabels, Counter>,
 }
 
 impl Metrics {
@@ -113,6 +130,8 @@ impl Metrics {
             auth_failures: Family::default(),
             token_cache_hits: Counter::default(),
             token_cache_misses: Counter::default(),
+            outbound_http: Family::default(),
+            outbound_http_denied: Family::default(),
             registry: Registry::default(),
         };
         // Counters get `_total` from the encoder; units are in the names.
@@ -206,6 +225,16 @@ impl Metrics {
             "Bearer tokens sent to the verifier",
             m.token_cache_misses.clone(),
         );
+        r.register(
+            "outbound_http_requests",
+            "Guest requests to granted origins, by source, granted host and status class (error: no response)",
+            m.outbound_http.clone(),
+        );
+        r.register(
+            "outbound_http_denied",
+            "Guest requests the host refused, by source and reason (not_granted, not_public, peer_mismatch)",
+            m.outbound_http_denied.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -250,6 +279,35 @@ impl Metrics {
         self.guest_memory
             .get_or_create(&labels)
             .observe(memory as f64);
+    }
+
+    /// An outbound request to a granted `host` got `status` (`None`: no response).
+    pub fn outbound_response(&self, source: &str, host: &str, status: Option<http::StatusCode>) {
+        let status = match status.map(|s| s.as_u16() / 100) {
+            Some(1) => "1xx",
+            Some(2) => "2xx",
+            Some(3) => "3xx",
+            Some(4) => "4xx",
+            Some(5) => "5xx",
+            _ => "error",
+        };
+        self.outbound_http
+            .get_or_create(&OutboundLabels {
+                source: source.to_owned(),
+                host: host.to_owned(),
+                status,
+            })
+            .inc();
+    }
+
+    /// The host refused an outbound request.
+    pub fn outbound_denied(&self, source: &str, reason: &'static str) {
+        self.outbound_http_denied
+            .get_or_create(&DeniedLabels {
+                source: source.to_owned(),
+                reason,
+            })
+            .inc();
     }
 
     pub fn reason(family: &Family<ReasonLabels, Counter>, reason: &'static str) {

@@ -54,6 +54,7 @@ impl SourceCapabilities {
     pub fn for_call(
         &self,
         source: &std::sync::Arc<str>,
+        request_id: &std::sync::Arc<str>,
         deadline: std::time::Instant,
     ) -> CallCapabilities {
         CallCapabilities {
@@ -64,6 +65,7 @@ impl SourceCapabilities {
                 grants: self.http.clone(),
                 deadline,
                 source: source.clone(),
+                request_id: request_id.clone(),
             },
         }
     }

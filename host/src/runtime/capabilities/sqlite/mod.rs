@@ -27,6 +27,7 @@ use crate::runtime::bindings::emseepea::inventory::sqlite::{
 };
 use crate::runtime::budget::DeadlineTrap;
 use crate::runtime::host_state::{HostState, MemoryAccount};
+use crate::telemetry::spans;
 use pool::{CallLimits, Database};
 use rusqlite::InterruptHandle;
 use std::sync::Arc;
@@ -162,6 +163,29 @@ impl HostState {
     async fn run_statement<T: Send + 'static>(
         &mut self,
         handle: &Resource<Connection>,
+        kind: &'static str,
+        work: impl FnOnce(&rusqlite::Connection) -> Result<T, Error> + Send + 'static,
+    ) -> wasmtime::Result<Result<T, Error>> {
+        let connection = self.table.get(handle)?;
+        // Child of the guest call's span; ends when the statement does.
+        let span = spans::sqlite_statement(&connection.db.label, kind);
+        let result = self.statement(handle, work).await;
+        spans::outcome(
+            &span,
+            match &result {
+                Ok(Ok(_)) => "ok",
+                Ok(Err(Error::Interrupted)) => "interrupted",
+                Ok(Err(Error::TooLarge)) => "too_large",
+                Ok(Err(_)) => "failed",
+                Err(_) => "trap",
+            },
+        );
+        result
+    }
+
+    async fn statement<T: Send + 'static>(
+        &mut self,
+        handle: &Resource<Connection>,
         work: impl FnOnce(&rusqlite::Connection) -> Result<T, Error> + Send + 'static,
     ) -> wasmtime::Result<Result<T, Error>> {
         let connection = self.table.get_mut(handle)?;
@@ -172,10 +196,11 @@ impl HostState {
         let interrupt = conn.get_interrupt_handle();
         let mut guard = InterruptOnDrop(Some(conn.get_interrupt_handle()));
         let label = db.label.clone();
+        let request_id = self.request_id.clone();
         let task = tokio::task::spawn_blocking(move || {
             let result = work(&conn);
             if matches!(result, Err(Error::Interrupted)) {
-                tracing::warn!(database = %label, "sqlite statement interrupted");
+                tracing::warn!(database = %label, request_id = %request_id, "sqlite statement interrupted");
             }
             Outcome::Done(conn, result)
         });
@@ -240,10 +265,11 @@ fn prepare<'c>(
     conn: &'c rusqlite::Connection,
     sql: &str,
     label: &str,
+    request_id: &str,
 ) -> Result<rusqlite::CachedStatement<'c>, Error> {
     conn.prepare_cached(sql).map_err(|e| {
         if is_refused(&e) {
-            tracing::warn!(database = %label, "sqlite statement refused by the authorizer");
+            tracing::warn!(database = %label, request_id, "sqlite statement refused by the authorizer");
         }
         map_err(e)
     })
@@ -251,13 +277,13 @@ fn prepare<'c>(
 
 fn query_rows(
     conn: &rusqlite::Connection,
-    label: &str,
+    (label, request_id): (&str, &str),
     sql: &str,
     params: Vec<Value>,
     max_rows: u32,
     max_bytes: usize,
 ) -> Result<(Rows, usize), Error> {
-    let mut stmt = prepare(conn, sql, label)?;
+    let mut stmt = prepare(conn, sql, label, request_id)?;
     let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
     let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
     let mut rows = stmt
@@ -309,13 +335,13 @@ impl HostConnection for HostState {
             .find(|d| d.label == label)
             .cloned()
         else {
-            tracing::warn!(database = %GuestText::new(&label), "guest asked for a database it was not granted");
+            tracing::warn!(database = %GuestText::new(&label), request_id = %self.request_id, "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
         let limits = match self.capabilities.sqlite.take_share(&mut self.memory) {
             Ok(limits) => limits,
             Err(NoBudgetForShare(bytes)) => {
-                tracing::warn!(database = %label, bytes, "no memory budget left for the call's SQLite share");
+                tracing::warn!(database = %label, request_id = %self.request_id, bytes, "no memory budget left for the call's SQLite share");
                 return Ok(Err(Error::TooLarge));
             }
         };
@@ -341,9 +367,17 @@ impl HostConnection for HostState {
         let db = self.table.get(&handle)?.db.clone();
         let remaining = self.memory.remaining() as usize;
         let max_bytes = db.config.max_result_bytes.min(remaining);
+        let request_id = self.request_id.clone();
         let result = self
-            .run_statement(&handle, move |conn| {
-                query_rows(conn, &db.label, &sql, params, max_rows, max_bytes)
+            .run_statement(&handle, "query", move |conn| {
+                query_rows(
+                    conn,
+                    (&db.label, &request_id),
+                    &sql,
+                    params,
+                    max_rows,
+                    max_bytes,
+                )
             })
             .await?;
         Ok(match result {
@@ -362,8 +396,9 @@ impl HostConnection for HostState {
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<u64, Error>> {
         let db = self.table.get(&handle)?.db.clone();
-        self.run_statement(&handle, move |conn| {
-            let mut stmt = prepare(conn, &sql, &db.label)?;
+        let request_id = self.request_id.clone();
+        self.run_statement(&handle, "execute", move |conn| {
+            let mut stmt = prepare(conn, &sql, &db.label, &request_id)?;
             let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
             stmt.execute(rusqlite::params_from_iter(params))
                 .map(|n| n as u64)
