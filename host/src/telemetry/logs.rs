@@ -39,6 +39,14 @@ pub fn init_with_traces(format: LogFormat, config: &Config) -> Result<(), traces
 }
 
 fn install(format: LogFormat, traces: Option<BoxedLayer>) {
+    // A second init (the config could not be read, then was) keeps the first.
+    let _ = subscriber(format, traces).try_init();
+}
+
+fn subscriber(
+    format: LogFormat,
+    traces: Option<BoxedLayer>,
+) -> tracing_subscriber::layer::Layered<Vec<BoxedLayer>, Registry> {
     let filter =
         EnvFilter::try_from_env(FILTER_VAR).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     // Spans made for traces are never log lines (and, with traces off,
@@ -61,6 +69,39 @@ fn install(format: LogFormat, traces: Option<BoxedLayer>) {
             .boxed(),
     };
     let layers: Vec<BoxedLayer> = std::iter::once(fmt).chain(traces).collect();
-    // A second init (the config could not be read, then was) keeps the first.
-    let _ = tracing_subscriber::registry().with(layers).try_init();
+    tracing_subscriber::registry().with(layers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::spans;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Traces off: every span of `spans` is disabled, and a span's fields
+    /// are not even evaluated; log lines are unaffected.
+    #[test]
+    fn with_traces_off_spans_cost_nothing() {
+        static EVALUATED: AtomicUsize = AtomicUsize::new(0);
+        fn field() -> u64 {
+            EVALUATED.fetch_add(1, Ordering::Relaxed);
+            1
+        }
+        for format in [LogFormat::Human, LogFormat::Json] {
+            tracing::subscriber::with_default(subscriber(format, None), || {
+                assert!(spans::guest_call("s", "list").is_disabled());
+                assert!(spans::sqlite_statement("db", "query").is_disabled());
+                assert!(spans::http_request("GET", "h", 80).is_disabled());
+                assert!(
+                    spans::mcp_request("resources/list", "2026-07-28", "1", &Default::default())
+                        .is_disabled()
+                );
+                let span = tracing::error_span!(target: traces::TARGET, "t", f = field());
+                assert!(span.is_disabled());
+                // Not ours: still enabled for the log.
+                assert!(!tracing::error_span!("other").is_disabled());
+            });
+        }
+        assert_eq!(EVALUATED.load(Ordering::Relaxed), 0);
+    }
 }
