@@ -62,6 +62,10 @@ pub const TRACE_EXPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// A collector's answer to an export is read up to this many bytes (it is
 /// a small status message; more is refused).
 pub const TRACE_EXPORT_MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// A `tracestate` longer than this (from `_meta` or a header) is dropped,
+/// not passed on: it is client-chosen text that would reach the sources'
+/// backends. W3C trace context asks that at least 512 characters be kept.
+pub const MAX_TRACESTATE_BYTES: usize = 512;
 /// `service.name` of the spans when neither `[traces] service_name` nor
 /// `OTEL_SERVICE_NAME` names one.
 pub const DEFAULT_TRACE_SERVICE_NAME: &str = "emseepea";

@@ -12,7 +12,7 @@
 //! the guest's granted outbound requests. `baggage` is neither taken nor
 //! passed on: it would carry client-chosen data to the sources' backends.
 
-use crate::config::{Config, DEFAULT_TRACE_SERVICE_NAME};
+use crate::config::{Config, DEFAULT_TRACE_SERVICE_NAME, MAX_TRACESTATE_BYTES};
 use http::HeaderMap;
 use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
@@ -142,15 +142,32 @@ pub fn shutdown() {
     }
 }
 
+/// A carried value, unless it is an overlong `tracestate`.
+fn bounded<'a>(key: &str, value: Option<&'a str>) -> Option<&'a str> {
+    value.filter(|v| key != "tracestate" || v.len() <= MAX_TRACESTATE_BYTES)
+}
+
 /// `_meta` (or any JSON object) read as a carrier.
 struct MetaCarrier<'a>(&'a Map<String, Value>);
 
 impl Extractor for MetaCarrier<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(Value::as_str)
+        bounded(key, self.0.get(key).and_then(Value::as_str))
     }
     fn keys(&self) -> Vec<&str> {
         self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// The HTTP request's headers read as a carrier.
+struct HeaderSource<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderSource<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        bounded(key, self.0.get(key).and_then(|v| v.to_str().ok()))
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
     }
 }
 
@@ -191,12 +208,7 @@ tokio::task_local! {
 /// headers carry, if traces are on and they carry one.
 pub async fn with_headers<F: Future>(headers: &HeaderMap, fut: F) -> F::Output {
     let parent = enabled()
-        .then(|| {
-            valid(
-                TraceContextPropagator::new()
-                    .extract(&opentelemetry_http::HeaderExtractor(headers)),
-            )
-        })
+        .then(|| valid(TraceContextPropagator::new().extract(&HeaderSource(headers))))
         .flatten();
     match parent {
         Some(cx) => HEADER_PARENT.scope(cx, fut).await,
@@ -295,5 +307,55 @@ mod tests {
         assert!(meta("00-zz-b7ad6b7169203331-01").is_none());
         assert!(meta("00-00000000000000000000000000000000-b7ad6b7169203331-01").is_none());
         assert!(remote_parent(&Map::new()).is_none());
+    }
+
+    /// A valid `tracestate` of exactly `len` bytes (members of at most
+    /// 100-character values, as W3C allows at most 256).
+    fn tracestate(len: usize) -> String {
+        let mut s = String::new();
+        for i in 0.. {
+            if s.len() >= len {
+                break;
+            }
+            if !s.is_empty() {
+                s.push(',');
+            }
+            let head = format!("k{i}=");
+            let room = (len - s.len() - head.len()).min(100);
+            s.push_str(&head);
+            s.push_str(&"v".repeat(room));
+        }
+        assert_eq!(s.len(), len);
+        s
+    }
+
+    #[test]
+    fn an_overlong_tracestate_is_dropped_and_the_parent_kept() {
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let state = |len: usize| {
+            let mut params = Map::new();
+            let value = tracestate(len);
+            params.insert(
+                "_meta".into(),
+                serde_json::json!({ "traceparent": tp, "tracestate": value }),
+            );
+            remote_parent(&params)
+                .unwrap()
+                .span()
+                .span_context()
+                .trace_state()
+                .header()
+        };
+        assert_eq!(state(MAX_TRACESTATE_BYTES).len(), MAX_TRACESTATE_BYTES);
+        assert_eq!(state(MAX_TRACESTATE_BYTES + 1), "");
+        let mut headers = HeaderMap::new();
+        headers.insert("traceparent", tp.parse().unwrap());
+        headers.insert(
+            "tracestate",
+            tracestate(MAX_TRACESTATE_BYTES + 1).parse().unwrap(),
+        );
+        let cx = TraceContextPropagator::new().extract(&HeaderSource(&headers));
+        assert!(cx.span().span_context().is_valid());
+        assert_eq!(cx.span().span_context().trace_state().header(), "");
     }
 }
