@@ -280,6 +280,17 @@ async fn discarding_receiver() -> String {
     url
 }
 
+/// CPU seconds (user + system) the process `pid` has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may contain spaces): utime is
+    // the 12th, stime the 13th, in clock ticks.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
 /// The authenticated catalog page with telemetry off, with the admin
 /// listener (metrics) on, and with traces on too; the three servers run
 /// side by side and the rows are interleaved so that a busy moment of the
@@ -317,21 +328,34 @@ async fn telemetry(connections: usize, seconds: u64) {
     println!("## Telemetry cost, {connections} keep-alive connections, {seconds} s per row\n");
     println!("| scenario | requests/s | p50 ms | p99 ms |\n|---|---|---|---|");
     let mut rates = vec![Vec::new(); servers.len()];
+    let mut cpu = vec![Vec::new(); servers.len()];
     for _ in 0..rounds {
         for (i, (name, s, t)) in servers.iter().enumerate() {
             let req = modern_req("resources/list", json!({}), Some(t));
-            rates[i].push(load(name, &s.url, req, connections, seconds).await);
+            let (before, started) = (cpu_seconds(s.child.id()), Instant::now());
+            let rps = load(name, &s.url, req, connections, seconds).await;
+            let used = cpu_seconds(s.child.id()) - before;
+            rates[i].push(rps);
+            // The server's CPU per request: what a busy machine disturbs least.
+            cpu[i].push(used / (rps * started.elapsed().as_secs_f64()) * 1e6);
         }
     }
-    println!("\n| scenario | median requests/s | vs all off |\n|---|---|---|");
+    println!(
+        "\n| scenario | median requests/s | vs all off | median server CPU µs/request | vs all off |\n|---|---|---|---|---|"
+    );
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     let base = median(&mut rates[0].clone());
-    for ((name, _, _), r) in servers.iter().zip(rates.iter_mut()) {
-        let m = median(r);
-        println!("| {name} | {m:.0} | {:+.1} % |", (m / base - 1.0) * 100.0);
+    let base_cpu = median(&mut cpu[0].clone());
+    for (((name, _, _), r), c) in servers.iter().zip(rates.iter_mut()).zip(cpu.iter_mut()) {
+        let (m, mc) = (median(r), median(c));
+        println!(
+            "| {name} | {m:.0} | {:+.1} % | {mc:.0} | {:+.1} % |",
+            (m / base - 1.0) * 100.0,
+            (mc / base_cpu - 1.0) * 100.0
+        );
     }
 }
 
