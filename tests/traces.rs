@@ -179,11 +179,16 @@ async fn backend() -> (FakeHttp, Arc<Mutex<Vec<Option<String>>>>) {
     let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
     let seen2 = seen.clone();
     let b = FakeHttp::start(Arc::new(move |_, _, headers, _| {
-        seen2.lock().unwrap().push(
-            headers
-                .get("traceparent")
-                .map(|v| v.to_str().unwrap().to_owned()),
-        );
+        // Every value, so a forged header left beside ours would show.
+        let all: Vec<&str> = headers
+            .get_all("traceparent")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        seen2
+            .lock()
+            .unwrap()
+            .push((!all.is_empty()).then(|| all.join(" | ")));
         (200, "from the backend".into())
     }))
     .await;
@@ -192,6 +197,7 @@ async fn backend() -> (FakeHttp, Arc<Mutex<Vec<Option<String>>>>) {
 
 const TRACE_A: &str = "0af7651916cd43dd8448eb211c80319c";
 const PARENT_A: &str = "b7ad6b7169203331";
+const FORGED: &str = "11111111111111111111111111111111";
 const TRACE_B: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_B: &str = "00f067aa0ba902b7";
 
@@ -214,8 +220,9 @@ async fn a_request_its_guest_call_and_capability_calls_form_one_trace() {
         .hostile(
             "fetcher",
             "fetch",
+            // The guest forges a context of its own: the host's replaces it.
             &format!(
-                "[grants]\nhttp = [\"{0}\"]\n[config]\nurl = \"{0}/items\"\n",
+                "[grants]\nhttp = [\"{0}\"]\n[config]\nurl = \"{0}/items\"\ntraceparent = \"00-{FORGED}-{PARENT_B}-01\"\n",
                 backend.url
             ),
         )

@@ -34,6 +34,9 @@
 //!   (`ok rows=N first=V` or `error: E`); with `on_error = "fail"` the first
 //!   error fails the read instead (a `source-error` naming it).
 //!
+//! - `fetch`: read GETs `url` (POSTs `body` if set) through
+//!   wasi:http, with a `traceparent` header if one is configured.
+//!
 //! Every message it produces contains `HOSTILE-SECRET`, so tests can assert
 //! that no guest text reaches a client.
 
@@ -315,7 +318,15 @@ fn fetch(url: &str) -> Result<String, String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let request = OutgoingRequest::new(Fields::new());
+    let headers = Fields::new();
+    // `traceparent = "..."` in the config: a guest forging a trace context
+    // (the host replaces it when traces are on; tests/traces.rs).
+    if let Some(tp) = config::get("traceparent") {
+        headers
+            .append("traceparent", tp.as_bytes())
+            .map_err(|_| "header")?;
+    }
+    let request = OutgoingRequest::new(headers);
     request
         .set_scheme(Some(&if scheme == "https" {
             Scheme::Https
