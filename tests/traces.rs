@@ -388,3 +388,46 @@ async fn without_an_endpoint_nothing_is_traced_or_propagated() {
     assert!(!s.log().contains("traces on"), "{}", s.log());
     assert!(s.terminate().success());
 }
+
+/// A guest failure's log line carries the request id the span carries
+/// (`jsonrpc.request.id`), and the trace id next to it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_failure_line_names_its_request_and_trace() {
+    let receiver = Receiver::start().await;
+    let s = server()
+        .config(&format!(
+            "[log]\nformat = \"json\"\n[traces]\nendpoint = \"{}\"\n",
+            receiver.url
+        ))
+        .hostile("bad", "loop", "[budget]\nfuel = 20_000_000")
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    let a = read(
+        &s.url,
+        &token,
+        "req-fuel",
+        "hostile://bad/1",
+        Some(&format!("00-{TRACE_A}-{PARENT_A}-01")),
+        None,
+    )
+    .await;
+    assert_eq!(a.json()["error"]["code"], -32603, "{}", a.text());
+    let line = s.expect_log(&["guest call failed"]);
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["request_id"], "\"req-fuel\"", "{v}");
+    assert_eq!(v["trace_id"], TRACE_A, "{v}");
+    assert!(s.terminate().success());
+    let spans = receiver.spans();
+    let trace_a = hex::decode(TRACE_A).unwrap();
+    let request = child(
+        &spans,
+        &trace_a,
+        &hex::decode(PARENT_A).unwrap(),
+        "resources/read",
+    );
+    assert_eq!(attr(request, "jsonrpc.request.id"), "\"req-fuel\"");
+    let call = child(&spans, &trace_a, &request.span_id, "guest.call");
+    assert_eq!(attr(call, "emseepea.outcome"), "fuel");
+    // A failed call's span is an error.
+    assert_eq!(call.status.as_ref().map(|s| s.code), Some(2), "{call:?}");
+}

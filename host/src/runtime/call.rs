@@ -241,6 +241,24 @@ struct CallLog<'a> {
 }
 
 impl CallLog<'_> {
+    /// The trace this call is part of, for its failure lines (`None`, and
+    /// so no field, when traces are off).
+    fn trace_id(&self) -> Option<String> {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        if self.span.is_disabled() {
+            return None;
+        }
+        Some(
+            self.span
+                .context()
+                .span()
+                .span_context()
+                .trace_id()
+                .to_string(),
+        )
+    }
+
     fn end_span(&self, outcome: &'static str) {
         if !self.span.is_disabled() {
             self.span.record(
@@ -284,6 +302,7 @@ impl CallLog<'_> {
                     source = self.source,
                     call = self.what,
                     request_id = self.request_id,
+                    trace_id = self.trace_id().as_deref(),
                     elapsed_us,
                     kind = failure.kind(),
                     message = ?message,
@@ -295,6 +314,7 @@ impl CallLog<'_> {
                 source = self.source,
                 call = self.what,
                 request_id = self.request_id,
+                trace_id = self.trace_id().as_deref(),
                 elapsed_us,
                 reason = e.kind(),
                 "guest call failed: {e}"
@@ -317,6 +337,7 @@ impl Drop for CallLog<'_> {
                 source = self.source,
                 call = self.what,
                 request_id = self.request_id,
+                trace_id = self.trace_id().as_deref(),
                 elapsed_us = self.started.elapsed().as_micros() as u64,
                 reason = "cancelled",
                 "guest call cancelled: its future was dropped"
