@@ -469,3 +469,175 @@ async fn sql_statements_are_counted_by_source_database_engine_and_outcome() {
         "{m}"
     );
 }
+
+/// Outbound HTTP by source, granted host and status class, and refusals by
+/// reason: labels come from the grants, never from the URL a guest chose.
+#[tokio::test(flavor = "multi_thread")]
+async fn outbound_http_is_counted_by_granted_host_and_status_class() {
+    let backend = FakeHttp::start(std::sync::Arc::new(|_, path, _, _| {
+        if path == "/fail" {
+            (503, "down".into())
+        } else {
+            (200, "fine".into())
+        }
+    }))
+    .await;
+    let fetch = |url: String, grant: &str| {
+        format!("[grants]\nhttp = [\"{grant}\"]\n[config]\nurl = \"{url}\"\n")
+    };
+    let s = server()
+        .config(ADMIN)
+        .hostile(
+            "ok",
+            "fetch",
+            &fetch(format!("{}/ok?secret=1", backend.url), &backend.url),
+        )
+        .hostile(
+            "fail",
+            "fetch",
+            &fetch(format!("{}/fail", backend.url), &backend.url),
+        )
+        .hostile(
+            "dead",
+            "fetch",
+            &fetch("http://127.0.0.1:1/x".into(), "http://127.0.0.1:1"),
+        )
+        .hostile(
+            "denied",
+            "fetch",
+            &fetch("http://127.0.0.1:1/x".into(), &backend.url),
+        )
+        .start();
+    let admin = admin_url(&s);
+    let token = s.token(Some("alice"), "hostile:read");
+    let (_, before) = get(&format!("{admin}/metrics")).await;
+    for (i, uri) in [
+        "hostile://ok/1",
+        "hostile://ok/2",
+        "hostile://fail/1",
+        "hostile://dead/1",
+        "hostile://denied/1",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let a = modern(
+            &s.url,
+            Some(&token),
+            json!(i),
+            "resources/read",
+            json!({ "uri": uri }),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{uri}: {}", a.text());
+    }
+    let (_, after) = get(&format!("{admin}/metrics")).await;
+    let moved = |name: &str| series(&after, name) - series(&before, name);
+    let req = |source: &str, status: &str| {
+        format!(
+            r#"emseepea_outbound_http_requests_total{{source="{source}",host="127.0.0.1",status="{status}"}}"#
+        )
+    };
+    assert_eq!(moved(&req("ok", "2xx")), 2.0, "{after}");
+    assert_eq!(moved(&req("fail", "5xx")), 1.0, "{after}");
+    assert_eq!(moved(&req("dead", "error")), 1.0, "{after}");
+    assert_eq!(
+        moved(r#"emseepea_outbound_http_denied_total{source="denied",reason="not_granted"}"#),
+        1.0,
+        "{after}"
+    );
+    assert_eq!(backend.hits(), 3);
+    // Nothing a guest chose became a label.
+    for l in after
+        .lines()
+        .filter(|l| l.starts_with("emseepea_outbound_http"))
+    {
+        assert!(
+            !l.contains("secret") && !l.contains("/ok") && !l.contains(":1"),
+            "{l}"
+        );
+    }
+    assert!(after.contains("# HELP emseepea_outbound_http_requests Guest requests"));
+}
+
+/// Every warning a guest's failure produces in a capability (a refused
+/// outbound request, a database it was not granted, a statement the
+/// authorizer refused) carries the request's id, like the call's own line.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logs_carry_the_request_id_of_capability_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x INTEGER);")
+        .unwrap();
+    let s = server()
+        .config(&format!(
+            "[log]\nformat = \"json\"\n[databases.main]\nfile = \"{}\"\n",
+            db.display()
+        ))
+        .hostile("fetcher", "fetch", "[config]\nurl = \"http://127.0.0.1:1/x\"\n")
+        .hostile("probe", "denials", "")
+        .hostile(
+            "escape",
+            "sql",
+            "[grants]\ndatabases = [\"main\"]\n[config]\ndatabase = \"main\"\nsql = \"ATTACH DATABASE '/tmp/emseepea-escape.db' AS other\"\n",
+        )
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    for (id, uri) in [
+        ("req-http", "hostile://fetcher/1"),
+        ("req-db", "hostile://probe/1"),
+        ("req-sql", "hostile://escape/1"),
+    ] {
+        let a = modern(
+            &s.url,
+            Some(&token),
+            json!(id),
+            "resources/read",
+            json!({ "uri": uri }),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{uri}: {}", a.text());
+    }
+    s.expect_log(&["sqlite statement refused by the authorizer"]);
+    let log = s.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let line = |message: &str| {
+        lines
+            .iter()
+            .find(|v| {
+                v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(message))
+            })
+            .unwrap_or_else(|| panic!("no {message:?} line:\n{log}"))
+    };
+    assert_eq!(
+        line("outbound request denied")["request_id"],
+        "\"req-http\"",
+        "{log}"
+    );
+    assert_eq!(
+        line("guest asked for a database it was not granted")["request_id"],
+        "\"req-db\"",
+        "{log}"
+    );
+    assert_eq!(
+        line("sqlite statement refused by the authorizer")["request_id"],
+        "\"req-sql\"",
+        "{log}"
+    );
+    // And no warning of the runtime is without one.
+    for v in lines.iter().filter(|v| {
+        v["level"] == "WARN"
+            && v["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("emseepea::runtime"))
+    }) {
+        assert!(v["request_id"].is_string(), "{v}");
+    }
+}

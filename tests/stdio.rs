@@ -214,6 +214,16 @@ struct Driver {
 
 impl Driver {
     fn start(prepared: Prepared, token: Option<&str>) -> Driver {
+        let mut s = Driver::spawn(prepared, token);
+        let init = s.call(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}));
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        s.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        s
+    }
+
+    /// The process, before any message.
+    fn spawn(prepared: Prepared, token: Option<&str>) -> Driver {
         let mut cmd = Command::new(BIN);
         cmd.args(["stdio", "--config"])
             .arg(&prepared.config_path)
@@ -245,18 +255,19 @@ impl Driver {
             }
         });
         let stdin = child.stdin.take();
-        let mut s = Driver {
+        Driver {
             child,
             stdin,
             lines,
             log,
             _prepared: prepared,
-        };
-        let init = s.call(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}));
-        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
-        s.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-        s
+        }
+    }
+
+    /// A 2026-07-28 request: its version and capabilities in `_meta`.
+    fn modern(&mut self, id: Value, method: &str, mut params: Value) -> Value {
+        params["_meta"] = modern_meta();
+        self.call(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
     }
 
     fn send(&mut self, message: Value) {
@@ -496,4 +507,98 @@ fn an_overlong_line_is_skipped_and_the_next_one_served() {
     let ping = s.call(json!({"jsonrpc":"2.0","id":10,"method":"ping"}));
     assert_eq!(ping["id"], 10);
     assert!(s.close().0.success());
+}
+
+/// 2026-07-28 over stdio: no `initialize`; every request names its version
+/// in `_meta`. Discovery, the whole cursor loop and a read work, and the
+/// era's rules hold (capabilities required, only that version accepted).
+#[test]
+fn the_2026_07_28_era_is_served_without_a_handshake() {
+    let p = catalog();
+    let t = token(&p.config_path, "alice", "catalog:read", 3600);
+    let mut s = Driver::spawn(p, Some(&t));
+    let found = s.modern(json!("d"), "server/discover", json!({}));
+    assert!(
+        found["result"]["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!(MODERN))),
+        "{found}"
+    );
+    support::assert_schema(MODERN, "DiscoverResultResponse", &found);
+    let mut uris = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        pages += 1;
+        let params = cursor
+            .as_ref()
+            .map_or(json!({}), |c| json!({ "cursor": c }));
+        let page = s.modern(json!(pages), "resources/list", params);
+        support::assert_schema(MODERN, "ListResourcesResultResponse", &page);
+        let result = &page["result"];
+        for r in result["resources"].as_array().unwrap() {
+            uris.push(r["uri"].as_str().unwrap().to_owned());
+        }
+        match result["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!((uris.len(), pages), (1001, 21));
+    assert_eq!(uris.iter().collect::<HashSet<_>>().len(), 1001);
+    let read = s.modern(json!("r"), "resources/read", json!({ "uri": SAMPLES[1] }));
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "Item 500 of the catalog catalog.\n",
+        "{read}"
+    );
+    // Without the client's capabilities, or naming a handshake version in
+    // `_meta`: refused with the era's errors, and nothing else changes.
+    let bare = s.call(
+        json!({"jsonrpc":"2.0","id":"b","method":"resources/list","params":{
+        "_meta":{"io.modelcontextprotocol/protocolVersion": MODERN}}}),
+    );
+    assert_eq!(bare["error"]["code"], -32602, "{bare}");
+    let old = s.call(
+        json!({"jsonrpc":"2.0","id":"o","method":"resources/list","params":{
+        "_meta":{"io.modelcontextprotocol/protocolVersion": "2025-11-25",
+                 "io.modelcontextprotocol/clientCapabilities": {}}}}),
+    );
+    assert!(old["error"]["code"].is_i64(), "{old}");
+    assert!(old.get("result").is_none(), "{old}");
+    // A handshake-era request still needs `initialize`.
+    let legacy = s.list(99, None);
+    assert_eq!(legacy["error"]["code"], -32600, "{legacy}");
+    let (status, rest) = s.close();
+    assert!(status.success());
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+/// `notifications/cancelled` reaches a 2026-07-28 request (it has no session).
+#[test]
+fn a_2026_07_28_request_is_cancelled_over_stdio() {
+    let p = server()
+        .hostile(
+            "slow",
+            "loop",
+            "[budget]\nfuel = 1_000_000_000_000\nmax_duration_ms = 60000",
+        )
+        .prepare();
+    let t = token(&p.config_path, "alice", "hostile:read", 3600);
+    let mut s = Driver::spawn(p, Some(&t));
+    let mut params = json!({"uri":"hostile://slow/1"});
+    params["_meta"] = modern_meta();
+    s.send(json!({"jsonrpc":"2.0","id":"slow-1","method":"resources/read","params":params}));
+    s.wait_for_log("slow");
+    std::thread::sleep(Duration::from_millis(300));
+    s.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow-1","reason":"user"}}));
+    s.wait_for_log("request cancelled; no response sent");
+    s.wait_for_log("reason=\"cancelled\"");
+    let ping = s.modern(json!("p"), "server/discover", json!({}));
+    assert_eq!(
+        ping["id"], "p",
+        "the cancelled request got no answer: {ping}"
+    );
+    let (status, rest) = s.close();
+    assert!(status.success());
+    assert!(rest.is_empty(), "{rest:?}");
 }

@@ -3,7 +3,11 @@
 //! keep-alive connections.
 //!
 //! usage: cargo xtask load   (builds the guests and the release binary first)
-//! env: SECONDS (per scenario, default 8), CONNECTIONS (default 64)
+//! env: SECONDS (per scenario, default 8), CONNECTIONS (default 64);
+//! ONLY=catalog (the catalog page alone), ONLY=telemetry (the catalog page
+//! with telemetry off, metrics on, and traces on to a local receiver that
+//! discards, interleaved ROUNDS times, default 3); EMSEEPEA_BIN (another
+//! server binary than target/release/emseepea, e.g. a debug build)
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -38,7 +42,8 @@ impl Drop for Server {
 }
 
 fn bin() -> PathBuf {
-    let b = root().join("target/release/emseepea");
+    let b = std::env::var_os("EMSEEPEA_BIN")
+        .map_or_else(|| root().join("target/release/emseepea"), PathBuf::from);
     assert!(
         b.is_file(),
         "build it first: cargo build --release --bin emseepea"
@@ -248,6 +253,112 @@ async fn bare_server() -> String {
     url
 }
 
+/// An OTLP/HTTP receiver that accepts every export and keeps nothing (an
+/// empty body is an empty `ExportTraceServiceResponse`).
+async fn discarding_receiver() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(
+                    |req: hyper::Request<hyper::body::Incoming>| async move {
+                        let _ = req.into_body().collect().await;
+                        let mut r = hyper::Response::new(Full::new(Bytes::new()));
+                        r.headers_mut()
+                            .insert("content-type", "application/x-protobuf".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(r)
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+/// CPU seconds (user + system) the process `pid` has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may contain spaces): utime is
+    // the 12th, stime the 13th, in clock ticks.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// The authenticated catalog page with telemetry off, with the admin
+/// listener (metrics) on, and with traces on too; the three servers run
+/// side by side and the rows are interleaved so that a busy moment of the
+/// machine does not fall on one configuration only.
+async fn telemetry(connections: usize, seconds: u64) {
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let receiver = discarding_receiver().await;
+    let auth = "[auth]\nmode = \"dev\"\n";
+    let admin = "[admin]\nlisten = \"127.0.0.1:0\"\n";
+    let configs = [
+        ("all off".to_owned(), auth.to_owned()),
+        (
+            "metrics on, traces off".to_owned(),
+            format!("{admin}{auth}"),
+        ),
+        (
+            "metrics on, traces on (every request sampled)".to_owned(),
+            format!("{admin}[traces]\nendpoint = \"{receiver}\"\n{auth}"),
+        ),
+    ];
+    let servers: Vec<(String, Server, String)> = configs
+        .into_iter()
+        .map(|(name, config)| {
+            let s = start(
+                &[("catalog", "catalog", "[config]\nitems = \"10000\"\n")],
+                &config,
+            );
+            let t = token(&s, "catalog:read");
+            (name, s, t)
+        })
+        .collect();
+    println!("## Telemetry cost, {connections} keep-alive connections, {seconds} s per row\n");
+    println!("| scenario | requests/s | p50 ms | p99 ms |\n|---|---|---|---|");
+    let mut rates = vec![Vec::new(); servers.len()];
+    let mut cpu = vec![Vec::new(); servers.len()];
+    for _ in 0..rounds {
+        for (i, (name, s, t)) in servers.iter().enumerate() {
+            let req = modern_req("resources/list", json!({}), Some(t));
+            let (before, started) = (cpu_seconds(s.child.id()), Instant::now());
+            let rps = load(name, &s.url, req, connections, seconds).await;
+            let used = cpu_seconds(s.child.id()) - before;
+            rates[i].push(rps);
+            // The server's CPU per request: what a busy machine disturbs least.
+            cpu[i].push(used / (rps * started.elapsed().as_secs_f64()) * 1e6);
+        }
+    }
+    println!(
+        "\n| scenario | median requests/s | vs all off | median server CPU µs/request | vs all off |\n|---|---|---|---|---|"
+    );
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let base = median(&mut rates[0].clone());
+    let base_cpu = median(&mut cpu[0].clone());
+    for (((name, _, _), r), c) in servers.iter().zip(rates.iter_mut()).zip(cpu.iter_mut()) {
+        let (m, mc) = (median(r), median(c));
+        println!(
+            "| {name} | {m:.0} | {:+.1} % | {mc:.0} | {:+.1} % |",
+            (m / base - 1.0) * 100.0,
+            (mc / base_cpu - 1.0) * 100.0
+        );
+    }
+}
+
 /// Page through the whole listing with one client; (pages, entries, seconds).
 async fn traverse(url: &str, token: &str) -> (usize, usize, f64) {
     let authority = url
@@ -317,6 +428,10 @@ async fn main() {
         statics50.push_str(&format!("[[resources]]\nuri = \"demo://static/{i:03}\"\nname = \"Static {i}\"\nmimeType = \"text/plain\"\ntext = \"x\"\n"));
     }
 
+    if std::env::var("ONLY").as_deref() == Ok("telemetry") {
+        telemetry(connections, seconds).await;
+        return;
+    }
     if std::env::var("ONLY").as_deref() == Ok("catalog") {
         let catalog = start(
             &[("catalog", "catalog", "[config]\nitems = \"10000\"\n")],

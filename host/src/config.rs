@@ -55,6 +55,21 @@ pub const MAX_CHALLENGE_BYTES: usize = 8192;
 /// result of many empty items is bounded too.
 pub const READ_CONTENT_ITEM_BYTES: usize = 64;
 
+/// The OTLP exporter's HTTP request (connect, send, response) gives up
+/// after this long: a dead collector costs the batch thread this much per
+/// batch, never a request.
+pub const TRACE_EXPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// A collector's answer to an export is read up to this many bytes (it is
+/// a small status message; more is refused).
+pub const TRACE_EXPORT_MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// A `tracestate` longer than this (from `_meta` or a header) is dropped,
+/// not passed on: it is client-chosen text that would reach the sources'
+/// backends. W3C trace context asks that at least 512 characters be kept.
+pub const MAX_TRACESTATE_BYTES: usize = 512;
+/// `service.name` of the spans when neither `[traces] service_name` nor
+/// `OTEL_SERVICE_NAME` names one.
+pub const DEFAULT_TRACE_SERVICE_NAME: &str = "emseepea";
+
 /// A guest-supplied string in a log line (source-error messages, output
 /// lines, template names, trap messages) is escaped and cut to at most this
 /// many bytes; a cut string ends in `…[N bytes]` with its original length.
@@ -228,6 +243,10 @@ pub struct Config {
     /// `[log] format`: `human` (default) or `json` (`--log-format` overrides).
     #[serde(default)]
     pub log: LogConfig,
+    /// `[traces]`: OpenTelemetry over OTLP/HTTP; off unless an endpoint is
+    /// set here or in `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    #[serde(default)]
+    pub traces: TracesConfig,
     #[serde(default)]
     pub budget: BudgetConfig,
     #[serde(default)]
@@ -284,6 +303,22 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     pub format: LogFormat,
+}
+
+/// `[traces]`: where spans go. Every key falls back to the standard
+/// OpenTelemetry variable named with it; this file wins over the variable.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TracesConfig {
+    /// The collector's OTLP/HTTP base URL (`http://collector:4318`);
+    /// spans go to `ENDPOINT/v1/traces` as protobuf. Falls back to
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`; neither set: no traces.
+    pub endpoint: Option<String>,
+    /// `service.name`; falls back to `OTEL_SERVICE_NAME`, then `emseepea`.
+    pub service_name: Option<String>,
+    /// The share of new traces recorded, 0.0..=1.0 (default 1.0). A request
+    /// whose `traceparent` says sampled (or not) follows its caller.
+    pub sample_ratio: Option<f64>,
 }
 
 /// `[admin]`: the operator's listener, separate from MCP.
@@ -741,6 +776,11 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if let Some(r) = self.traces.sample_ratio
+            && !(0.0..=1.0).contains(&r)
+        {
+            return Err(format!("traces.sample_ratio must be 0.0..=1.0, got {r}"));
+        }
         let p = &self.list_pagination;
         if p.page_size == 0 || p.page_size > MAX_PAGE_SIZE {
             return Err(format!(

@@ -108,6 +108,17 @@ fn load(path: &std::path::Path, flag: Option<LogFormat>) -> anyhow::Result<Confi
     Ok(config?)
 }
 
+/// `load`, for the commands that serve: traces too, when configured.
+fn load_serving(path: &std::path::Path, flag: Option<LogFormat>) -> anyhow::Result<Config> {
+    let config = Config::load(path);
+    let format = flag.unwrap_or(config.as_ref().map_or(LogFormat::Human, |c| c.log.format));
+    match &config {
+        Ok(c) => emseepea::telemetry::logs::init_with_traces(format, c)?,
+        Err(_) => emseepea::telemetry::logs::init(format),
+    }
+    Ok(config?)
+}
+
 /// The outcome of a command: success, a finding (exit 1, already printed) or an error.
 enum Outcome {
     Ok,
@@ -124,7 +135,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<Outcome> = runtime.block_on(async move {
         match cli.command {
             Command::Serve { config, listen } => {
-                emseepea::server::serve(load(&config, flag)?, listen).await?;
+                emseepea::server::serve(load_serving(&config, flag)?, listen).await?;
                 Ok(Outcome::Ok)
             }
             Command::Check { config } => {
@@ -166,7 +177,7 @@ fn main() -> ExitCode {
                 })
             }
             Command::Stdio { config } => {
-                emseepea::mcp::stdio::serve(load(&config, flag)?).await?;
+                emseepea::mcp::stdio::serve(load_serving(&config, flag)?).await?;
                 Ok(Outcome::Ok)
             }
             Command::Token {
@@ -195,6 +206,9 @@ fn main() -> ExitCode {
             }
         }
     });
+    // Spans still buffered go out now, while the runtime the exporter sends
+    // on still runs (the drain has ended every request).
+    emseepea::telemetry::traces::shutdown();
     // A blocking read of stdin (stdio) cannot be cancelled: do not wait for it.
     runtime.shutdown_background();
     match result {

@@ -179,12 +179,17 @@ impl Prepared {
     }
 
     pub fn start(self) -> Server {
-        Server::spawn(self, "127.0.0.1:0")
+        Server::spawn(self, "127.0.0.1:0", &[])
     }
 
     /// Start on a given address (a restart on the port a proxy knows).
     pub fn start_on(self, listen: &str) -> Server {
-        Server::spawn(self, listen)
+        Server::spawn(self, listen, &[])
+    }
+
+    /// Start with more environment variables.
+    pub fn start_with_env(self, env: &[(&str, &str)]) -> Server {
+        Server::spawn(self, "127.0.0.1:0", env)
     }
 }
 
@@ -196,10 +201,11 @@ pub struct Server {
 }
 
 impl Server {
-    fn spawn(prepared: Prepared, listen: &str) -> Server {
+    fn spawn(prepared: Prepared, listen: &str, env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", listen, "--config"])
             .arg(&prepared.config_path)
+            .envs(env.iter().copied())
             .env(
                 "EMSEEPEA_LOG",
                 "info,emseepea=debug,cranelift_codegen=warn,wasmtime=warn",
@@ -225,7 +231,9 @@ impl Server {
                 }
             }
         });
-        let url = match rx.recv_timeout(Duration::from_secs(120)) {
+        // Generous: a cold precompile cache on a busy 2-core machine compiles the
+        // 12 MB JavaScript guest for well over a minute.
+        let url = match rx.recv_timeout(Duration::from_secs(300)) {
             Ok(url) => url,
             Err(_) => {
                 let _ = child.kill();

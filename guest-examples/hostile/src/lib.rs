@@ -36,6 +36,9 @@
 //! - `sql-execute`: read `execute`s each line of `script` on one connection
 //!   and reports a line per statement (`changed=N` or `error: E`).
 //!
+//! - `fetch`: read GETs `url` (POSTs `body` if set) through
+//!   wasi:http, with a `traceparent` header if one is configured.
+//!
 //! Every message it produces contains `HOSTILE-SECRET`, so tests can assert
 //! that no guest text reaches a client.
 
@@ -318,7 +321,15 @@ fn fetch(url: &str) -> Result<String, String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let request = OutgoingRequest::new(Fields::new());
+    let headers = Fields::new();
+    // `traceparent = "..."` in the config: a guest forging a trace context
+    // (the host replaces it when traces are on; tests/traces.rs).
+    if let Some(tp) = config::get("traceparent") {
+        headers
+            .append("traceparent", tp.as_bytes())
+            .map_err(|_| "header")?;
+    }
+    let request = OutgoingRequest::new(headers);
     request
         .set_scheme(Some(&if scheme == "https" {
             Scheme::Https

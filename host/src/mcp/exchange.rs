@@ -16,12 +16,14 @@ use super::session::Session;
 use super::version::Version;
 use crate::runtime::RequestScope;
 use crate::telemetry::metrics::{McpLabels, metrics};
+use crate::telemetry::spans;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 pub async fn single(
     app: &App,
@@ -202,17 +204,29 @@ pub async fn run(
     method: Method,
     params: &Map<String, Value>,
 ) -> Result<Reply, McpError> {
-    let outcome = tokio::select! {
-        biased;
-        _ = ctx.scope.cancel.cancelled() => Err(McpError::Cancelled),
-        r = methods::call(ctx, method, params) => r,
-    };
+    let span = spans::mcp_request(
+        method.metric_name(),
+        ctx.version.as_str(),
+        &ctx.scope.request_id,
+        params,
+    );
+    let outcome = async {
+        tokio::select! {
+            biased;
+            _ = ctx.scope.cancel.cancelled() => Err(McpError::Cancelled),
+            r = methods::call(ctx, method, params) => r,
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let label = outcome.as_ref().map_or_else(McpError::kind, |_| "ok");
+    spans::outcome(&span, label);
     metrics()
         .mcp_requests
         .get_or_create(&McpLabels {
             method: method.metric_name(),
             version: ctx.version.as_str(),
-            outcome: outcome.as_ref().map_or_else(McpError::kind, |_| "ok"),
+            outcome: label,
         })
         .inc();
     outcome

@@ -167,10 +167,13 @@ async fn post(app: &App, parts: &Parts, body: Body) -> Result<HttpResponse, Stop
         }
         Stop::rpc(Version::UNNEGOTIATED, None, e.into())
     })?;
-    match frame {
-        Frame::Single(raw) => exchange::single(app, headers, &caller, &raw).await,
-        Frame::Batch(items) => batch::serve(app, headers, &caller, &items).await,
-    }
+    let answer = async {
+        match frame {
+            Frame::Single(raw) => exchange::single(app, headers, &caller, &raw).await,
+            Frame::Batch(items) => batch::serve(app, headers, &caller, &items).await,
+        }
+    };
+    crate::telemetry::traces::with_headers(headers, answer).await
 }
 
 /// DELETE ends a legacy session: only for the caller it belongs to.

@@ -11,6 +11,11 @@
 //! Without a valid token the process keeps serving what needs none, and
 //! listings fail with a clear error.
 //!
+//! 2026-07-28 has no handshake: a request whose `_meta` names that version
+//! (and the client's capabilities) is served without `initialize`, and
+//! `notifications/cancelled` reaches it through the connection's own table
+//! of such requests.
+//!
 //! End of stdin or SIGTERM/SIGINT: stop reading, let in-flight requests end
 //! within `http.shutdown_grace_ms`, cancel the rest, flush, return.
 
@@ -18,6 +23,7 @@ use super::App;
 use super::caller::{self, Caller};
 use super::errors::McpError;
 use super::exchange;
+use super::http::headers::{META_CAPABILITIES, META_VERSION};
 use super::jsonrpc::{self, Frame, Incoming, RequestId};
 use super::method::Method;
 use super::methods::{self, Ctx};
@@ -29,11 +35,13 @@ use crate::runtime::RequestScope;
 use http::HeaderMap;
 use http::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// The environment variable that carries the caller's bearer token.
 pub const TOKEN_ENV: &str = "EMSEEPEA_TOKEN";
@@ -132,15 +140,52 @@ async fn shutdown_signal() {
     }
 }
 
-/// The one client's state: its session (made by `initialize`).
+/// The one client's state: its session (made by `initialize`), and its
+/// 2026-07-28 requests in flight (those have no session).
 struct Conn {
     app: Arc<App>,
     credentials: Credentials,
     session: Mutex<Option<Arc<Session>>>,
+    stateless: Mutex<HashMap<RequestId, CancellationToken>>,
     out: mpsc::Sender<Vec<u8>>,
 }
 
+/// A 2026-07-28 request `notifications/cancelled` can reach until it ends.
+struct Stateless<'a> {
+    conn: &'a Conn,
+    id: RequestId,
+}
+
+impl Drop for Stateless<'_> {
+    fn drop(&mut self) {
+        self.conn.stateless.lock().unwrap().remove(&self.id);
+    }
+}
+
 impl Conn {
+    fn register(&self, id: &RequestId, token: CancellationToken) -> Stateless<'_> {
+        self.stateless.lock().unwrap().insert(id.clone(), token);
+        Stateless {
+            conn: self,
+            id: id.clone(),
+        }
+    }
+
+    /// A client notification: a cancellation reaches a request of the
+    /// session or a 2026-07-28 one.
+    fn notify(&self, method: &str, params: &Map<String, Value>) {
+        if let Some(s) = self.session() {
+            exchange::notification(&s, method, params);
+        }
+        if method == "notifications/cancelled"
+            && let Some(id) = params.get("requestId").and_then(RequestId::from_value)
+            && let Some(token) = self.stateless.lock().unwrap().get(&id)
+        {
+            token.cancel();
+            tracing::info!(request_id = %id.raw(), "cancellation requested");
+        }
+    }
+
     fn session(&self) -> Option<Arc<Session>> {
         self.session.lock().unwrap().clone()
     }
@@ -174,6 +219,7 @@ where
         app,
         credentials,
         session: Mutex::new(None),
+        stateless: Mutex::default(),
         out: tx,
     });
     let permits = Arc::new(Semaphore::new(STDIO_MAX_IN_FLIGHT));
@@ -320,9 +366,7 @@ async fn frame(conn: &Conn, bytes: &[u8]) -> Option<Work> {
     match frame {
         Frame::Single(raw) => match jsonrpc::classify(&raw) {
             Ok(Incoming::Notification { method, params }) => {
-                if let Some(s) = conn.session() {
-                    exchange::notification(&s, &method, &params);
-                }
+                conn.notify(&method, &params);
                 None
             }
             Ok(Incoming::Response) => None,
@@ -389,9 +433,7 @@ async fn message(
     let (id, method, params) = match jsonrpc::classify(raw) {
         Ok(Incoming::Request { id, method, params }) => (id, Method::parse(&method), params),
         Ok(Incoming::Notification { method, params }) => {
-            if let Some(s) = conn.session() {
-                exchange::notification(&s, &method, &params);
-            }
+            conn.notify(&method, &params);
             return None;
         }
         Ok(Incoming::Response) => return None,
@@ -420,6 +462,9 @@ async fn request(
     deadline: Instant,
 ) -> Result<Vec<u8>, (Version, McpError)> {
     let app = &*conn.app;
+    if let Some(version) = stateless_version(params) {
+        return stateless(conn, caller, id, method, params, deadline, version?).await;
+    }
     if method == Method::Initialize {
         let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) else {
             return Err((
@@ -458,6 +503,58 @@ async fn request(
     }
     let scope = RequestScope::new(deadline, id.raw(), caller.key());
     let _in_flight = session.register(id, scope.cancel.clone());
+    let ctx = Ctx {
+        app,
+        version,
+        principal: caller.principal(),
+        scope: &scope,
+        id,
+    };
+    exchange::run(&ctx, method, params)
+        .await
+        .map(|reply| reply.body)
+        .map_err(|e| (version, e))
+}
+
+/// The version a 2026-07-28 request names in `_meta`; `None` for a request
+/// of the handshake eras (no version there).
+fn stateless_version(params: &Map<String, Value>) -> Option<Result<Version, (Version, McpError)>> {
+    let meta = params.get("_meta").and_then(Value::as_object)?;
+    let requested = meta.get(META_VERSION)?;
+    let fail = |e| Some(Err((Version::STATELESS, e)));
+    let Some(version) = requested
+        .as_str()
+        .and_then(Version::parse)
+        .filter(|v| v.is_stateless())
+    else {
+        return fail(McpError::UnsupportedVersion {
+            requested: requested
+                .as_str()
+                .map_or_else(|| requested.to_string(), String::from),
+        });
+    };
+    if !meta.get(META_CAPABILITIES).is_some_and(Value::is_object) {
+        return fail(McpError::MissingMeta(META_CAPABILITIES));
+    }
+    Some(Ok(version))
+}
+
+/// One 2026-07-28 request: no session, cancellable by id.
+async fn stateless(
+    conn: &Conn,
+    caller: &Caller,
+    id: &RequestId,
+    method: Method,
+    params: &Map<String, Value>,
+    deadline: Instant,
+    version: Version,
+) -> Result<Vec<u8>, (Version, McpError)> {
+    let app = &*conn.app;
+    method
+        .admit(app, caller.principal())
+        .map_err(|e| (version, e))?;
+    let scope = RequestScope::new(deadline, id.raw(), caller.key());
+    let _in_flight = conn.register(id, scope.cancel.clone());
     let ctx = Ctx {
         app,
         version,

@@ -23,9 +23,11 @@ use super::page::LiftError;
 use super::scope::RequestScope;
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::{InFlight, metrics};
+use crate::telemetry::{spans, traces};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 use wasmtime::component::Instance;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
@@ -60,12 +62,18 @@ impl Source {
             request_id: &scope.request_id,
             started: Instant::now(),
             done: false,
+            span: spans::guest_call(&self.log_name, what),
         };
-        let result = tokio::select! {
-            biased;
-            _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
-            r = self.slotted(scope, what, f) => r,
+        // Capability calls made while the guest runs are children of `span`.
+        let result = async {
+            tokio::select! {
+                biased;
+                _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
+                r = self.slotted(scope, what, f) => r,
+            }
         }
+        .instrument(log.span.clone())
+        .await
         .and_then(|r| r.map_err(|e| GuestError::Source(e.into())));
         log.finish(&result);
         result
@@ -116,7 +124,7 @@ impl Source {
         }
         let capabilities = self
             .capabilities
-            .for_call(&self.log_name, budget.deadline)
+            .for_call(&self.log_name, &scope.request_id, budget.deadline)
             .map_err(|e| GuestError::Instantiate(e.to_string()))?;
         let (stdout, stderr) = capabilities.wasi.output();
         let state = HostState {
@@ -156,6 +164,12 @@ impl Source {
         };
         let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         m.guest_usage(&self.log_name, what, fuel_used, store.data().memory.used());
+        if traces::enabled() {
+            // Inside `call`'s instrumented future: the current span is the call's.
+            let span = tracing::Span::current();
+            span.record("emseepea.fuel", fuel_used);
+            span.record("emseepea.memory_bytes", store.data().memory.used());
+        }
         self.last_fuel_used
             .store(fuel_used, std::sync::atomic::Ordering::Relaxed);
         self.last_memory_bytes.store(
@@ -216,6 +230,38 @@ struct CallLog<'a> {
     request_id: &'a str,
     started: Instant,
     done: bool,
+    /// The call's span (disabled when traces are off).
+    span: tracing::Span,
+}
+
+impl CallLog<'_> {
+    /// The trace this call is part of, for its failure lines (`None`, and
+    /// so no field, when traces are off).
+    fn trace_id(&self) -> Option<String> {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        if self.span.is_disabled() {
+            return None;
+        }
+        Some(
+            self.span
+                .context()
+                .span()
+                .span_context()
+                .trace_id()
+                .to_string(),
+        )
+    }
+
+    fn end_span(&self, outcome: &'static str) {
+        if !self.span.is_disabled() {
+            self.span.record(
+                "emseepea.duration_us",
+                self.started.elapsed().as_micros() as u64,
+            );
+            spans::outcome(&self.span, outcome);
+        }
+    }
 }
 
 impl CallLog<'_> {
@@ -226,6 +272,7 @@ impl CallLog<'_> {
             Err(e) => e.outcome(),
         };
         metrics().guest_call(self.source, self.what, outcome, self.started.elapsed());
+        self.end_span(outcome);
         let elapsed_us = self.started.elapsed().as_micros() as u64;
         match result {
             Ok(_) => tracing::debug!(
@@ -249,6 +296,7 @@ impl CallLog<'_> {
                     source = self.source,
                     call = self.what,
                     request_id = self.request_id,
+                    trace_id = self.trace_id().as_deref(),
                     elapsed_us,
                     kind = failure.kind(),
                     message = ?message,
@@ -260,6 +308,7 @@ impl CallLog<'_> {
                 source = self.source,
                 call = self.what,
                 request_id = self.request_id,
+                trace_id = self.trace_id().as_deref(),
                 elapsed_us,
                 reason = e.kind(),
                 "guest call failed: {e}"
@@ -277,10 +326,12 @@ impl Drop for CallLog<'_> {
                 GuestError::Cancelled.outcome(),
                 self.started.elapsed(),
             );
+            self.end_span(GuestError::Cancelled.outcome());
             tracing::warn!(
                 source = self.source,
                 call = self.what,
                 request_id = self.request_id,
+                trace_id = self.trace_id().as_deref(),
                 elapsed_us = self.started.elapsed().as_micros() as u64,
                 reason = "cancelled",
                 "guest call cancelled: its future was dropped"

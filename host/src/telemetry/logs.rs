@@ -1,8 +1,11 @@
 //! Log lines on stderr, human or JSON, filtered like `RUST_LOG` by
-//! `EMSEEPEA_LOG`.
+//! `EMSEEPEA_LOG`; and, when traces are on, the layer that exports spans.
 
-use crate::config::LogFormat;
-use tracing_subscriber::EnvFilter;
+use super::traces;
+use crate::config::{Config, LogFormat};
+use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{Layer, Registry};
 
 /// The filter when `EMSEEPEA_LOG` is unset: wasmtime and cranelift are
 /// chatty at info.
@@ -11,23 +14,94 @@ const DEFAULT_FILTER: &str = "info,cranelift_codegen=warn,wasmtime=warn";
 /// The variable holding a `RUST_LOG`-style filter (`info,emseepea=debug`).
 pub const FILTER_VAR: &str = "EMSEEPEA_LOG";
 
+type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// Logs only.
 pub fn init(format: LogFormat) {
+    install(format, None);
+}
+
+/// Logs, and traces if `config` (or the OpenTelemetry variables) turns them
+/// on. Must run inside the tokio runtime.
+pub fn init_with_traces(format: LogFormat, config: &Config) -> Result<(), traces::TracesError> {
+    let Some((layer, settings)) = traces::layer::<Registry>(config)? else {
+        install(format, None);
+        return Ok(());
+    };
+    install(format, Some(Box::new(layer)));
+    tracing::info!(
+        endpoint = %settings.traces_url,
+        service = %settings.service_name,
+        ratio = settings.sample_ratio,
+        "traces on (OTLP/HTTP)"
+    );
+    Ok(())
+}
+
+fn install(format: LogFormat, traces: Option<BoxedLayer>) {
+    // A second init (the config could not be read, then was) keeps the first.
+    let _ = subscriber(format, traces).try_init();
+}
+
+fn subscriber(
+    format: LogFormat,
+    traces: Option<BoxedLayer>,
+) -> tracing_subscriber::layer::Layered<Vec<BoxedLayer>, Registry> {
     let filter =
         EnvFilter::try_from_env(FILTER_VAR).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // Spans made for traces are never log lines (and, with traces off,
+    // nothing is interested in them, so they cost nothing).
+    let filter = filter.and(filter_fn(|m| m.target() != traces::TARGET));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
-    match format {
-        LogFormat::Human => builder.init(),
+    let fmt: BoxedLayer = match format {
+        LogFormat::Human => fmt.with_filter(filter).boxed(),
         // Fields flattened to the top level, so `request_id`, `source` and
         // `reason` have the same names in every line; no span list (spans
         // carry nothing a line does not already have).
-        LogFormat::Json => builder
+        LogFormat::Json => fmt
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
-            .init(),
+            .with_filter(filter)
+            .boxed(),
+    };
+    let layers: Vec<BoxedLayer> = std::iter::once(fmt).chain(traces).collect();
+    tracing_subscriber::registry().with(layers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::spans;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Traces off: every span of `spans` is disabled, and a span's fields
+    /// are not even evaluated; log lines are unaffected.
+    #[test]
+    fn with_traces_off_spans_cost_nothing() {
+        static EVALUATED: AtomicUsize = AtomicUsize::new(0);
+        fn field() -> u64 {
+            EVALUATED.fetch_add(1, Ordering::Relaxed);
+            1
+        }
+        for format in [LogFormat::Human, LogFormat::Json] {
+            tracing::subscriber::with_default(subscriber(format, None), || {
+                assert!(spans::guest_call("s", "list").is_disabled());
+                assert!(spans::sql_statement("sqlite", "db", "query").is_disabled());
+                assert!(spans::http_request("GET", "h", 80).is_disabled());
+                assert!(
+                    spans::mcp_request("resources/list", "2026-07-28", "1", &Default::default())
+                        .is_disabled()
+                );
+                let span = tracing::error_span!(target: traces::TARGET, "t", f = field());
+                assert!(span.is_disabled());
+                // Not ours: still enabled for the log.
+                assert!(!tracing::error_span!("other").is_disabled());
+            });
+        }
+        assert_eq!(EVALUATED.load(Ordering::Relaxed), 0);
     }
 }

@@ -70,6 +70,21 @@ pub struct SqlOutcomeLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundLabels {
+    pub source: String,
+    /// A host named in the source's grant, never one a guest chose.
+    pub host: String,
+    /// `2xx`..`5xx`, or `error` (no response: network, timeout, TLS).
+    pub status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeniedLabels {
+    pub source: String,
+    pub reason: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds() -> Histogram {
@@ -112,6 +127,8 @@ pub struct Metrics {
     pub sql_statements: Family<SqlOutcomeLabels, Counter>,
     pub sql_statement_duration: Histograms<SqlLabels>,
     pub sql_statement_rows: Histograms<SqlLabels>,
+    pub outbound_http: Family<OutboundLabels, Counter>,
+    pub outbound_http_denied: Family<DeniedLabels, Counter>,
 }
 
 impl Metrics {
@@ -139,6 +156,8 @@ impl Metrics {
             sql_statements: Family::default(),
             sql_statement_duration: Family::new_with_constructor(seconds),
             sql_statement_rows: Family::new_with_constructor(counts),
+            outbound_http: Family::default(),
+            outbound_http_denied: Family::default(),
             registry: Registry::default(),
         };
         // Counters get `_total` from the encoder; units are in the names.
@@ -247,6 +266,16 @@ impl Metrics {
             "Rows a SQL query returned, or an execute changed (statements that succeeded)",
             m.sql_statement_rows.clone(),
         );
+        r.register(
+            "outbound_http_requests",
+            "Guest requests to granted origins, by source, granted host and status class (error: no response)",
+            m.outbound_http.clone(),
+        );
+        r.register(
+            "outbound_http_denied",
+            "Guest requests the host refused, by source and reason (not_granted, not_public, peer_mismatch)",
+            m.outbound_http_denied.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -328,6 +357,35 @@ impl Metrics {
                 .get_or_create(&labels)
                 .observe(rows as f64);
         }
+    }
+
+    /// An outbound request to a granted `host` got `status` (`None`: no response).
+    pub fn outbound_response(&self, source: &str, host: &str, status: Option<http::StatusCode>) {
+        let status = match status.map(|s| s.as_u16() / 100) {
+            Some(1) => "1xx",
+            Some(2) => "2xx",
+            Some(3) => "3xx",
+            Some(4) => "4xx",
+            Some(5) => "5xx",
+            _ => "error",
+        };
+        self.outbound_http
+            .get_or_create(&OutboundLabels {
+                source: source.to_owned(),
+                host: host.to_owned(),
+                status,
+            })
+            .inc();
+    }
+
+    /// The host refused an outbound request.
+    pub fn outbound_denied(&self, source: &str, reason: &'static str) {
+        self.outbound_http_denied
+            .get_or_create(&DeniedLabels {
+                source: source.to_owned(),
+                reason,
+            })
+            .inc();
     }
 
     pub fn reason(family: &Family<ReasonLabels, Counter>, reason: &'static str) {

@@ -26,6 +26,8 @@ use super::{CallInfo, CallView, Capability};
 use crate::config::{HttpGrantLimits, SourceManifest};
 use crate::guest_text::GuestText;
 use crate::runtime::host_state::HostState;
+use crate::telemetry::metrics::metrics;
+use crate::telemetry::{spans, traces};
 use http_body_util::BodyExt;
 use network::Network;
 use std::net::{IpAddr, SocketAddr};
@@ -143,14 +145,16 @@ pub enum EgressError {
 }
 
 impl EgressError {
-    /// A refusal (as opposed to a failure of the network or the backend).
-    fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            EgressError::NotPublic { .. }
-                | EgressError::PeerUnknown { .. }
-                | EgressError::PeerMismatch { .. }
-        )
+    /// Why the host refused the request (as opposed to a failure of the
+    /// network or the backend), as a metric label.
+    fn refusal(&self) -> Option<&'static str> {
+        match self {
+            EgressError::NotPublic { .. } => Some("not_public"),
+            EgressError::PeerUnknown { .. } | EgressError::PeerMismatch { .. } => {
+                Some("peer_mismatch")
+            }
+            _ => None,
+        }
     }
 
     fn for_guest(self) -> Error {
@@ -233,6 +237,7 @@ impl Capability for Http {
                 grants: grant.clone(),
                 deadline: call.deadline,
                 source: call.source.clone(),
+                request_id: call.request_id.clone(),
             },
         })
     }
@@ -262,6 +267,8 @@ pub struct EgressHooks {
     pub grants: HttpGrants,
     pub deadline: Instant,
     pub source: Arc<str>,
+    /// The request's id, for the log lines.
+    pub request_id: Arc<str>,
 }
 
 impl EgressHooks {
@@ -332,7 +339,7 @@ async fn exchange(
 impl WasiHttpHooks for EgressHooks {
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Box<
@@ -348,11 +355,17 @@ impl WasiHttpHooks for EgressHooks {
     > {
         drop(fut);
         let source = self.source.clone();
+        let request_id = self.request_id.clone();
         let uri = request.uri().clone();
         let Some(origin) = self.allowed(&uri) else {
-            tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: origin not in the source's http grant");
+            metrics().outbound_denied(&source, "not_granted");
+            tracing::warn!(source = %source, request_id = %request_id, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: origin not in the source's http grant");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
+        // Called while the guest runs: the current span is its call's. The
+        // backend gets this span's context, so its spans join the trace.
+        let span = spans::http_request(request.method().as_str(), &origin.host, origin.port);
+        traces::inject(&span, request.headers_mut());
         let limits = self.grants.limits;
         let network = self.grants.network.clone();
         let deadline = self.deadline;
@@ -364,14 +377,31 @@ impl WasiHttpHooks for EgressHooks {
                 .await
                 .unwrap_or(Err(EgressError::Timeout(cap)));
             let (response, io) = outcome.map_err(|e| {
-                if e.is_refusal() {
-                    tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: {e}");
+                if let Some(reason) = e.refusal() {
+                    metrics().outbound_denied(&source, reason);
+                    spans::outcome(&span, "denied");
+                    tracing::warn!(source = %source, request_id = %request_id, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: {e}");
                 } else {
-                    tracing::warn!(source = %source, uri = ?GuestText::new(&uri.to_string()), "outbound request failed: {e}");
+                    metrics().outbound_response(&source, &origin.host, None);
+                    spans::outcome(&span, "failed");
+                    tracing::warn!(source = %source, request_id = %request_id, uri = ?GuestText::new(&uri.to_string()), "outbound request failed: {e}");
                 }
                 e.for_guest()
             })?;
-            tracing::debug!(source = %source, uri = ?GuestText::new(&uri.to_string()), status = response.status().as_u16(), "outbound request");
+            let status = response.status();
+            metrics().outbound_response(&source, &origin.host, Some(status));
+            if !span.is_disabled() {
+                span.record("http.response.status_code", status.as_u16());
+                spans::outcome(
+                    &span,
+                    if status.as_u16() < 400 {
+                        "ok"
+                    } else {
+                        "http_error"
+                    },
+                );
+            }
+            tracing::debug!(source = %source, request_id = %request_id, uri = ?GuestText::new(&uri.to_string()), status = status.as_u16(), "outbound request");
             let response = response.map(|b| {
                 capped(
                     b.boxed_unsync(),

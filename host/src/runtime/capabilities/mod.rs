@@ -38,6 +38,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub struct CallInfo {
     /// The source's name in logs.
     pub source: Arc<str>,
+    /// The request's id, as its log lines, metrics and traces carry it.
+    pub request_id: Arc<str>,
     pub deadline: Instant,
 }
 
@@ -146,8 +148,17 @@ macro_rules! capabilities {
 
         impl SourceCapabilities {
             /// Per-call state, made fresh for every guest call.
-            pub fn for_call(&self, source: &Arc<str>, deadline: Instant) -> Result<CallCapabilities, CallSetupError> {
-                let info = CallInfo { source: source.clone(), deadline };
+            pub fn for_call(
+                &self,
+                source: &Arc<str>,
+                request_id: &Arc<str>,
+                deadline: Instant,
+            ) -> Result<CallCapabilities, CallSetupError> {
+                let info = CallInfo {
+                    source: source.clone(),
+                    request_id: request_id.clone(),
+                    deadline,
+                };
                 Ok(CallCapabilities {
                     $($field: <$ty>::call(&self.$field, &info).map_err(|e| CallSetupError {
                         capability: <$ty>::NAME,

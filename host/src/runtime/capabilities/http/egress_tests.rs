@@ -160,6 +160,7 @@ fn hooks(origin: &str, resolver: Arc<dyn Resolve>, connector: Arc<dyn Connect>) 
         },
         deadline: Instant::now() + Duration::from_secs(10),
         source: "test".into(),
+        request_id: "test".into(),
     }
 }
 

@@ -60,12 +60,16 @@ pub struct Fetched {
 pub struct StatementCall<'a> {
     pub deadline: Instant,
     pub cancel: &'a CancellationToken,
+    /// The request's id, for the engine's log lines.
+    pub request_id: &'a Arc<str>,
 }
 
 /// What opening a connection may use of the call.
 pub struct OpenCall<'a> {
     /// The source's name in logs.
     pub(crate) source: &'a Arc<str>,
+    /// The request's id, for the engine's log lines.
+    pub(crate) request_id: &'a Arc<str>,
     pub(crate) deadline: Instant,
     pub(crate) cancel: &'a CancellationToken,
     /// The call's memory budget (SQLite charges its share here).

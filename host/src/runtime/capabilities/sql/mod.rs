@@ -26,6 +26,7 @@ use crate::runtime::bindings::emseepea::inventory::sql::{
 use crate::runtime::budget::DeadlineTrap;
 use crate::runtime::host_state::HostState;
 use crate::telemetry::metrics::metrics;
+use crate::telemetry::spans;
 use config::DatabaseConfig;
 use engine::{
     Bounds, EngineCallState, EngineConnection, EngineError, EnginePool, EngineSetupError, OpenCall,
@@ -34,6 +35,7 @@ use engine::{
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 use wasmtime::component::{Linker, Resource};
 
 /// The capability: every `[databases.LABEL]` of the server config.
@@ -91,6 +93,7 @@ impl Capability for Sql {
         Ok(SqlCall {
             grants: grant.clone(),
             source: call.source.clone(),
+            request_id: call.request_id.clone(),
             engines: EngineCallState::default(),
         })
     }
@@ -151,6 +154,7 @@ impl SqlGrants {
 pub struct SqlCall {
     grants: SqlGrants,
     source: Arc<str>,
+    request_id: Arc<str>,
     engines: EngineCallState,
 }
 
@@ -206,6 +210,8 @@ fn to_guest<T>(result: Result<T, EngineError>) -> wasmtime::Result<Result<T, Err
 /// future is dropped (the call was cancelled or abandoned) counts as
 /// `interrupted`.
 struct Recorder {
+    /// The statement's span (child of the guest call's); disabled when traces are off.
+    span: tracing::Span,
     source: Arc<str>,
     db: Arc<GrantedDatabase>,
     statement: Statement,
@@ -216,6 +222,7 @@ struct Recorder {
 impl Recorder {
     fn start(source: &Arc<str>, db: &Arc<GrantedDatabase>, statement: Statement) -> Self {
         Self {
+            span: spans::sql_statement(db.pool.engine().name(), &db.label, statement.name()),
             source: source.clone(),
             db: db.clone(),
             statement,
@@ -230,6 +237,7 @@ impl Recorder {
     }
 
     fn record(&self, outcome: &'static str, rows: Option<u64>) {
+        spans::outcome(&self.span, outcome);
         metrics().sql_statement(
             &self.source,
             &self.db.label,
@@ -263,13 +271,14 @@ impl HostConnection for CallView<'_, SqlCall> {
             .find(|d| d.label == label)
             .cloned()
         else {
-            tracing::warn!(database = %GuestText::new(&label), "guest asked for a database it was not granted");
+            tracing::warn!(database = %GuestText::new(&label), request_id = %self.state.request_id, "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
         let opened = db
             .pool
             .open(OpenCall {
                 source: &self.state.source,
+                request_id: &self.state.request_id,
                 deadline: self.deadline,
                 cancel: self.cancel,
                 memory: self.memory,
@@ -292,6 +301,7 @@ impl HostConnection for CallView<'_, SqlCall> {
         let call = StatementCall {
             deadline: self.deadline,
             cancel: self.cancel,
+            request_id: &self.state.request_id,
         };
         let remaining = usize::try_from(self.memory.remaining()).unwrap_or(usize::MAX);
         let connection = self.table.get_mut(&handle)?;
@@ -301,7 +311,11 @@ impl HostConnection for CallView<'_, SqlCall> {
             max_bytes: db.max_result_bytes.min(remaining),
         };
         let recorder = Recorder::start(&self.state.source, &db, Statement::Query);
-        let fetched = connection.engine.query(sql, params, bounds, call).await;
+        let fetched = connection
+            .engine
+            .query(sql, params, bounds, call)
+            .instrument(recorder.span.clone())
+            .await;
         // What was returned is the guest's now: charged to its budget.
         let result = fetched.and_then(|f| match self.memory.charge(f.bytes as u64) {
             Ok(()) => Ok(f.rows),
@@ -321,11 +335,16 @@ impl HostConnection for CallView<'_, SqlCall> {
         let call = StatementCall {
             deadline: self.deadline,
             cancel: self.cancel,
+            request_id: &self.state.request_id,
         };
         let connection = self.table.get_mut(&handle)?;
         let db = connection.db.clone();
         let recorder = Recorder::start(&self.state.source, &db, Statement::Execute);
-        let result = connection.engine.execute(sql, params, call).await;
+        let result = connection
+            .engine
+            .execute(sql, params, call)
+            .instrument(recorder.span.clone())
+            .await;
         recorder.finish(&result);
         to_guest(result)
     }

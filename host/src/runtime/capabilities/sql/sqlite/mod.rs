@@ -60,7 +60,7 @@ impl SqlitePool {
         let limits = match call.engines.sqlite.take(call.memory) {
             Ok(limits) => limits,
             Err(NoBudgetForShare(bytes)) => {
-                tracing::warn!(source = %call.source, database = %db.label, bytes, "no memory budget left for the call's SQLite share");
+                tracing::warn!(source = %call.source, request_id = %call.request_id, database = %db.label, bytes, "no memory budget left for the call's SQLite share");
                 return Err(EngineError::TooLarge);
             }
         };
@@ -157,8 +157,9 @@ impl SqliteConnection {
         call: StatementCall<'_>,
     ) -> Result<Fetched, EngineError> {
         let label = self.db.label.clone();
+        let request_id = call.request_id.clone();
         self.run_statement(call, move |conn| {
-            query_rows(conn, &label, &sql, params, bounds)
+            query_rows(conn, (&label, &request_id), &sql, params, bounds)
         })
         .await
     }
@@ -170,8 +171,9 @@ impl SqliteConnection {
         call: StatementCall<'_>,
     ) -> Result<u64, EngineError> {
         let label = self.db.label.clone();
+        let request_id = call.request_id.clone();
         self.run_statement(call, move |conn| {
-            let mut stmt = prepare(conn, &sql, &label)?;
+            let mut stmt = prepare(conn, &sql, &label, &request_id)?;
             let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
             stmt.execute(rusqlite::params_from_iter(params))
                 .map(|n| n as u64)
@@ -193,10 +195,11 @@ impl SqliteConnection {
         let interrupt = conn.get_interrupt_handle();
         let mut guard = InterruptOnDrop(Some(conn.get_interrupt_handle()));
         let label = self.db.label.clone();
+        let request_id = call.request_id.clone();
         let task = tokio::task::spawn_blocking(move || {
             let result = work(&conn);
             if matches!(result, Err(EngineError::Interrupted)) {
-                tracing::warn!(database = %label, "sqlite statement interrupted");
+                tracing::warn!(database = %label, request_id = %request_id, "sqlite statement interrupted");
             }
             (conn, result)
         });
@@ -256,10 +259,11 @@ fn prepare<'c>(
     conn: &'c rusqlite::Connection,
     sql: &str,
     label: &str,
+    request_id: &str,
 ) -> Result<rusqlite::CachedStatement<'c>, EngineError> {
     conn.prepare_cached(sql).map_err(|e| {
         if is_refused(&e) {
-            tracing::warn!(database = %label, "sqlite statement refused by the authorizer");
+            tracing::warn!(database = %label, request_id, "sqlite statement refused by the authorizer");
         }
         map_err(e)
     })
@@ -267,12 +271,12 @@ fn prepare<'c>(
 
 fn query_rows(
     conn: &rusqlite::Connection,
-    label: &str,
+    (label, request_id): (&str, &str),
     sql: &str,
     params: Vec<Value>,
     bounds: Bounds,
 ) -> Result<Fetched, EngineError> {
-    let mut stmt = prepare(conn, sql, label)?;
+    let mut stmt = prepare(conn, sql, label, request_id)?;
     let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
     let params: Vec<rusqlite::types::Value> = params.iter().map(to_sql).collect();
     let mut rows = stmt

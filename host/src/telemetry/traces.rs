@@ -1,0 +1,361 @@
+//! OpenTelemetry traces: spans for MCP requests, guest calls and capability
+//! calls (`spans.rs`), exported over OTLP/HTTP (protobuf) by the SDK's batch
+//! processor, and W3C trace context in and out.
+//!
+//! Off unless an endpoint is configured (`[traces] endpoint` or
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`). Off means no layer: the spans' target is
+//! filtered out of the log layer, so every span macro finds its callsite
+//! disabled and builds nothing.
+//!
+//! Context comes from `params._meta` (`traceparent`, `tracestate`; the
+//! request's own, preferred) or the HTTP request's headers, and goes out in
+//! the guest's granted outbound requests. `baggage` is neither taken nor
+//! passed on: it would carry client-chosen data to the sources' backends.
+
+use crate::config::{Config, DEFAULT_TRACE_SERVICE_NAME, MAX_TRACESTATE_BYTES};
+use http::HeaderMap;
+use opentelemetry::Context;
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracerProvider};
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{FilterExt, Targets};
+
+/// The target of every span meant for traces (and of nothing else).
+pub const TARGET: &str = "emseepea::trace";
+
+const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+const TRACES_ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+const SERVICE_NAME_VAR: &str = "OTEL_SERVICE_NAME";
+const SDK_DISABLED_VAR: &str = "OTEL_SDK_DISABLED";
+const TRACES_PATH: &str = "v1/traces";
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// Whether spans are exported (checked before work done only for them).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TracesError {
+    #[error("traces: cannot build the OTLP exporter: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+}
+
+/// Where spans go, from the config and the standard variables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The full URL spans are POSTed to.
+    pub traces_url: String,
+    pub service_name: String,
+    pub sample_ratio: f64,
+}
+
+impl Settings {
+    /// `None`: traces are off.
+    pub fn resolve(config: &Config, env: impl Fn(&str) -> Option<String>) -> Option<Settings> {
+        let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        if env(SDK_DISABLED_VAR).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        let t = &config.traces;
+        let traces_url = match (&t.endpoint, env(TRACES_ENDPOINT_VAR), env(ENDPOINT_VAR)) {
+            (Some(base), _, _) => signal_url(base),
+            // The per-signal variable is the full URL, as the spec says.
+            (None, Some(url), _) => url,
+            (None, None, Some(base)) => signal_url(&base),
+            (None, None, None) => return None,
+        };
+        Some(Settings {
+            traces_url,
+            service_name: t
+                .service_name
+                .clone()
+                .or_else(|| env(SERVICE_NAME_VAR))
+                .unwrap_or_else(|| DEFAULT_TRACE_SERVICE_NAME.to_owned()),
+            sample_ratio: t.sample_ratio.unwrap_or(1.0),
+        })
+    }
+}
+
+fn signal_url(base: &str) -> String {
+    format!("{}/{TRACES_PATH}", base.trim_end_matches('/'))
+}
+
+/// The layer that turns `TARGET` spans into OpenTelemetry spans, or `None`
+/// when traces are off. Must be called inside the tokio runtime (the
+/// exporter sends on it).
+pub fn layer<S>(config: &Config) -> Result<Option<(impl Layer<S>, Settings)>, TracesError>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let Some(settings) = Settings::resolve(config, |name| std::env::var(name).ok()) else {
+        return Ok(None);
+    };
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(settings.traces_url.clone())
+        .with_http_client(super::otlp_client::OtlpClient::new())
+        .build()?;
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(BatchSpanProcessor::builder(exporter).build())
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            settings.sample_ratio,
+        ))))
+        .with_resource(
+            Resource::builder()
+                .with_service_name(settings.service_name.clone())
+                .build(),
+        )
+        .build();
+    let tracer = provider.tracer("emseepea");
+    // A second init (tests in one process) keeps the first provider.
+    let _ = PROVIDER.set(provider);
+    ENABLED.store(true, Ordering::Relaxed);
+    let only_spans = Targets::new().with_target(TARGET, tracing::Level::TRACE);
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+        .with_filter(only_spans.and(tracing_subscriber::filter::filter_fn(|m| m.is_span())));
+    Ok(Some((layer, settings)))
+}
+
+/// Export what is buffered and stop the exporter (the drain path). Blocks:
+/// call it outside async code while the runtime still runs.
+pub fn shutdown() {
+    if let Some(provider) = PROVIDER.get()
+        && let Err(e) = provider.shutdown()
+    {
+        tracing::warn!("traces: flushing at shutdown failed: {e}");
+    }
+}
+
+/// A carried value, unless it is an overlong `tracestate`.
+fn bounded<'a>(key: &str, value: Option<&'a str>) -> Option<&'a str> {
+    value.filter(|v| key != "tracestate" || v.len() <= MAX_TRACESTATE_BYTES)
+}
+
+/// `_meta` (or any JSON object) read as a carrier.
+struct MetaCarrier<'a>(&'a Map<String, Value>);
+
+impl Extractor for MetaCarrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        bounded(key, self.0.get(key).and_then(Value::as_str))
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// The HTTP request's headers read as a carrier.
+struct HeaderSource<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderSource<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        bounded(key, self.0.get(key).and_then(|v| v.to_str().ok()))
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+struct HeaderCarrier<'a>(&'a mut HeaderMap);
+
+impl Injector for HeaderCarrier<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}
+
+/// A context whose span context is valid, or `None`.
+fn valid(cx: Context) -> Option<Context> {
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// The remote parent named by `params._meta`, else by the HTTP headers the
+/// request came with (`with_headers`).
+pub(super) fn remote_parent(params: &Map<String, Value>) -> Option<Context> {
+    let from_meta = params
+        .get("_meta")
+        .and_then(Value::as_object)
+        .and_then(|meta| valid(TraceContextPropagator::new().extract(&MetaCarrier(meta))));
+    from_meta.or_else(|| HEADER_PARENT.try_with(Clone::clone).ok())
+}
+
+tokio::task_local! {
+    /// The trace context of the HTTP request being served.
+    static HEADER_PARENT: Context;
+}
+
+/// Run `fut` (one HTTP request's MCP handling) with the trace context its
+/// headers carry, if traces are on and they carry one.
+pub async fn with_headers<F: Future>(headers: &HeaderMap, fut: F) -> F::Output {
+    let parent = enabled()
+        .then(|| valid(TraceContextPropagator::new().extract(&HeaderSource(headers))))
+        .flatten();
+    match parent {
+        Some(cx) => HEADER_PARENT.scope(cx, fut).await,
+        None => fut.await,
+    }
+}
+
+/// Put `span`'s context in `headers` (`traceparent`, `tracestate`),
+/// replacing whatever the guest set there; nothing when traces are off.
+pub fn inject(span: &tracing::Span, headers: &mut HeaderMap) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if span.is_disabled() {
+        return;
+    }
+    headers.remove("traceparent");
+    headers.remove("tracestate");
+    TraceContextPropagator::new().inject_context(&span.context(), &mut HeaderCarrier(headers));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(toml: &str) -> Config {
+        let base = "sources_dir = \"s\"\nstate_dir = \"t\"\n";
+        toml::from_str(&format!("{base}{toml}")).unwrap()
+    }
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn off_unless_an_endpoint_is_named() {
+        assert_eq!(Settings::resolve(&config(""), env(&[])), None);
+        assert_eq!(
+            Settings::resolve(&config(""), env(&[(SERVICE_NAME_VAR, "x")])),
+            None
+        );
+        assert_eq!(
+            Settings::resolve(
+                &config("[traces]\nendpoint = \"http://c:4318\"\n"),
+                env(&[(SDK_DISABLED_VAR, "true")])
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_file_wins_over_the_variables() {
+        let s = Settings::resolve(
+            &config("[traces]\nendpoint = \"http://c:4318/\"\nservice_name = \"svc\"\nsample_ratio = 0.25\n"),
+            env(&[(ENDPOINT_VAR, "http://other:4318"), (SERVICE_NAME_VAR, "env")]),
+        )
+        .unwrap();
+        assert_eq!(s.traces_url, "http://c:4318/v1/traces");
+        assert_eq!(s.service_name, "svc");
+        assert_eq!(s.sample_ratio, 0.25);
+    }
+
+    #[test]
+    fn the_standard_variables_alone_turn_traces_on() {
+        let s = Settings::resolve(
+            &config(""),
+            env(&[(ENDPOINT_VAR, "http://c:4318"), (SERVICE_NAME_VAR, "env")]),
+        )
+        .unwrap();
+        assert_eq!(s.traces_url, "http://c:4318/v1/traces");
+        assert_eq!(s.service_name, "env");
+        assert_eq!(s.sample_ratio, 1.0);
+        let s = Settings::resolve(
+            &config(""),
+            env(&[(TRACES_ENDPOINT_VAR, "http://c:9/custom")]),
+        )
+        .unwrap();
+        assert_eq!(s.traces_url, "http://c:9/custom");
+        assert_eq!(s.service_name, DEFAULT_TRACE_SERVICE_NAME);
+    }
+
+    #[test]
+    fn meta_context_is_read_and_garbage_is_not() {
+        let meta = |tp: &str| {
+            let mut params = Map::new();
+            params.insert("_meta".into(), serde_json::json!({ "traceparent": tp }));
+            remote_parent(&params)
+        };
+        let cx = meta("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+        assert_eq!(
+            cx.span().span_context().trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        assert!(meta("00-zz-b7ad6b7169203331-01").is_none());
+        assert!(meta("00-00000000000000000000000000000000-b7ad6b7169203331-01").is_none());
+        assert!(remote_parent(&Map::new()).is_none());
+    }
+
+    /// A valid `tracestate` of exactly `len` bytes (members of at most
+    /// 100-character values, as W3C allows at most 256).
+    fn tracestate(len: usize) -> String {
+        let mut s = String::new();
+        for i in 0.. {
+            if s.len() >= len {
+                break;
+            }
+            if !s.is_empty() {
+                s.push(',');
+            }
+            let head = format!("k{i}=");
+            let room = (len - s.len() - head.len()).min(100);
+            s.push_str(&head);
+            s.push_str(&"v".repeat(room));
+        }
+        assert_eq!(s.len(), len);
+        s
+    }
+
+    #[test]
+    fn an_overlong_tracestate_is_dropped_and_the_parent_kept() {
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let state = |len: usize| {
+            let mut params = Map::new();
+            let value = tracestate(len);
+            params.insert(
+                "_meta".into(),
+                serde_json::json!({ "traceparent": tp, "tracestate": value }),
+            );
+            remote_parent(&params)
+                .unwrap()
+                .span()
+                .span_context()
+                .trace_state()
+                .header()
+        };
+        assert_eq!(state(MAX_TRACESTATE_BYTES).len(), MAX_TRACESTATE_BYTES);
+        assert_eq!(state(MAX_TRACESTATE_BYTES + 1), "");
+        let mut headers = HeaderMap::new();
+        headers.insert("traceparent", tp.parse().unwrap());
+        headers.insert(
+            "tracestate",
+            tracestate(MAX_TRACESTATE_BYTES + 1).parse().unwrap(),
+        );
+        let cx = TraceContextPropagator::new().extract(&HeaderSource(&headers));
+        assert!(cx.span().span_context().is_valid());
+        assert_eq!(cx.span().span_context().trace_state().header(), "");
+    }
+}
