@@ -50,6 +50,14 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+/// A database of a source (both from the config: a bounded set).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DatabaseLabels {
+    pub source: String,
+    pub database: String,
+    pub reason: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds() -> Histogram {
@@ -89,6 +97,7 @@ pub struct Metrics {
     pub auth_failures: Family<ReasonLabels, Counter>,
     pub token_cache_hits: Counter,
     pub token_cache_misses: Counter,
+    pub database_unavailable: Family<DatabaseLabels, Counter>,
 }
 
 impl Metrics {
@@ -113,6 +122,7 @@ impl Metrics {
             auth_failures: Family::default(),
             token_cache_hits: Counter::default(),
             token_cache_misses: Counter::default(),
+            database_unavailable: Family::default(),
             registry: Registry::default(),
         };
         // Counters get `_total` from the encoder; units are in the names.
@@ -205,6 +215,11 @@ impl Metrics {
             "token_cache_misses",
             "Bearer tokens sent to the verifier",
             m.token_cache_misses.clone(),
+        );
+        r.register(
+            "database_unavailable",
+            "Statements that got no database connection, by source, database and reason (connect, pool_busy)",
+            m.database_unavailable.clone(),
         );
         Metrics { registry: r, ..m }
     }

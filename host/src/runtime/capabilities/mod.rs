@@ -6,6 +6,11 @@
 pub mod config;
 pub mod http;
 pub mod sqlite;
+/// The `sql` capability's engines (the PostgreSQL one so far; the SQLite
+/// one moves here).
+pub mod sql {
+    pub mod postgres;
+}
 pub mod wasi;
 
 use super::host_state::HostState;
