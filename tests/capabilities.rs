@@ -74,7 +74,7 @@ async fn without_grants_nothing_is_reachable() {
         "file .=denied",
         "file /tmp=denied",
         "tcp=denied",
-        "sqlite=Error::NotGranted",
+        "sql=Error::NotGranted",
     ];
     assert_eq!(report.lines().collect::<Vec<_>>(), expected, "{report}");
     s.expect_log(&[

@@ -299,3 +299,173 @@ async fn json_logs_carry_the_request_id_of_a_guest_failure() {
         assert_eq!(v["request_id"], "\"req-fuel-7\"", "{v}");
     }
 }
+
+/// Issue 11.1: SQL statements (duration, rows, outcome incl. interrupted)
+/// by source, database and engine, counted exactly after known traffic;
+/// a database label a guest made up never becomes a series.
+#[tokio::test]
+async fn sql_statements_are_counted_by_source_database_engine_and_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = dir.path().join("main.sqlite");
+    rusqlite::Connection::open(&main)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+        .unwrap();
+    let rw = dir.path().join("rw.sqlite");
+    rusqlite::Connection::open(&rw)
+        .unwrap()
+        .execute_batch("CREATE TABLE w (x INTEGER);")
+        .unwrap();
+    let on =
+        |db: &str| format!("[grants]\ndatabases = [\"{db}\"]\n[config]\ndatabase = \"{db}\"\n");
+    let runaway =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+    let s = server()
+        .config(&format!(
+            "{ADMIN}[databases.main]\nfile = \"{}\"\n[databases.rw]\nfile = \"{}\"\nread_only = false\n",
+            main.display(),
+            rw.display()
+        ))
+        .hostile("three", "sql", &format!("{}sql = \"SELECT x FROM t\"\n", on("main")))
+        .hostile(
+            "rows",
+            "sql",
+            &format!("{}sql = \"SELECT x FROM t\"\nmax_rows = \"2\"\n", on("main")),
+        )
+        .hostile(
+            "escape",
+            "sql",
+            &format!("{}sql = \"ATTACH DATABASE 'x.db' AS other\"\n", on("main")),
+        )
+        .hostile(
+            "runaway",
+            "sql",
+            &format!("[budget]\nmax_duration_ms = 500\n{}sql = \"{runaway}\"\n", on("main")),
+        )
+        .hostile(
+            "spin",
+            "sql",
+            &format!("[budget]\nmax_duration_ms = 60000\n{}sql = \"{runaway}\"\n", on("main")),
+        )
+        .hostile(
+            "writer",
+            "sql-execute",
+            &format!(
+                "{}script = \"INSERT INTO w VALUES (1), (2)\\nUPDATE w SET x = 0\"\n",
+                on("rw")
+            ),
+        )
+        .hostile(
+            "stranger",
+            "sql",
+            "[grants]\ndatabases = [\"main\"]\n[config]\ndatabase = \"made-up\"\n",
+        )
+        .start();
+    let admin = admin_url(&s);
+    let (_, before) = get(&format!("{admin}/metrics")).await;
+    let token = s.token(Some("alice"), "hostile:read");
+    let read = async |source: &str| {
+        let a = modern(
+            &s.url,
+            Some(&token),
+            json!(source),
+            "resources/read",
+            json!({"uri": format!("hostile://{source}/1")}),
+        )
+        .await;
+        a.json()["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(read("three").await, "rows=3");
+    assert_eq!(read("three").await, "rows=3");
+    assert_eq!(read("rows").await, "query: Error::TooLarge");
+    assert!(read("escape").await.starts_with("query: Error::Failed("));
+    assert_eq!(read("runaway").await, "", "the deadline ends the call");
+    assert_eq!(read("writer").await, "changed=2\nchanged=2");
+    assert_eq!(read("stranger").await, "open: Error::NotGranted");
+
+    // A statement whose request is cancelled (the call's future is dropped).
+    let session = Session::open(&s.url, "2025-11-25", Some(&token)).await;
+    let (url, headers) = (s.url.clone(), session.headers());
+    let pending = tokio::spawn(async move {
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        post(&url, &refs, serde_json::to_vec(&json!({"jsonrpc":"2.0","id":"q","method":"resources/read","params":{"uri":"hostile://spin/1"}})).unwrap()).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    session
+        .send(
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"q"}}),
+        )
+        .await;
+    tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .unwrap()
+        .unwrap();
+    s.expect_log(&["sqlite statement interrupted", "database=main"]);
+
+    let (_, m) = get(&format!("{admin}/metrics")).await;
+    let v = |name: &str| series(&m, name) - series(&before, name);
+    let labels = |source: &str, db: &str, statement: &str| {
+        format!(r#"source="{source}",database="{db}",engine="sqlite",statement="{statement}""#)
+    };
+    let count = |source: &str, db: &str, statement: &str, outcome: &str| {
+        v(&format!(
+            "emseepea_sql_statements_total{{{},outcome=\"{outcome}\"}}",
+            labels(source, db, statement)
+        ))
+    };
+    assert_eq!(count("three", "main", "query", "ok"), 2.0, "{m}");
+    assert_eq!(count("rows", "main", "query", "too_large"), 1.0, "{m}");
+    assert_eq!(count("escape", "main", "query", "failed"), 1.0, "{m}");
+    assert_eq!(count("runaway", "main", "query", "deadline"), 1.0, "{m}");
+    assert_eq!(count("spin", "main", "query", "interrupted"), 1.0, "{m}");
+    assert_eq!(count("writer", "rw", "execute", "ok"), 2.0, "{m}");
+    let hist = |metric: &str, part: &str, source: &str, db: &str, statement: &str| {
+        v(&format!(
+            "emseepea_sql_statement_{metric}_{part}{{{}}}",
+            labels(source, db, statement)
+        ))
+    };
+    // Rows of the statements that succeeded: 3 + 3 returned, 2 + 2 changed.
+    assert_eq!(hist("rows", "count", "three", "main", "query"), 2.0, "{m}");
+    assert_eq!(hist("rows", "sum", "three", "main", "query"), 6.0, "{m}");
+    assert_eq!(hist("rows", "count", "rows", "main", "query"), 0.0, "{m}");
+    assert_eq!(hist("rows", "sum", "writer", "rw", "execute"), 4.0, "{m}");
+    // Every statement is timed, however it ended.
+    assert_eq!(
+        hist("duration_seconds", "count", "three", "main", "query"),
+        2.0,
+        "{m}"
+    );
+    assert_eq!(
+        hist("duration_seconds", "count", "spin", "main", "query"),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        hist("duration_seconds", "count", "writer", "rw", "execute"),
+        2.0,
+        "{m}"
+    );
+    assert_eq!(
+        hist("duration_seconds", "count", "runaway", "main", "query"),
+        1.0,
+        "{m}"
+    );
+    assert!(
+        hist("duration_seconds", "sum", "runaway", "main", "query") > 0.0,
+        "{m}"
+    );
+    // An open of an ungranted label runs no statement and names no series.
+    assert!(!m.contains("made-up"), "{m}");
+    assert!(
+        !m.lines()
+            .any(|l| l.starts_with("emseepea_sql_") && l.contains("source=\"stranger\"")),
+        "{m}"
+    );
+}

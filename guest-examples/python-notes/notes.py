@@ -1,5 +1,5 @@
 """python-notes: each caller lists and reads only their own notes, from a
-granted SQLite database, in Python (built with componentize-py). This file
+granted SQL database, in Python (built with componentize-py). This file
 is the README's "Writing a guest in Python" example, verbatim.
 
 Like the Rust `documents` guest: `list` runs one bounded, ordered query with
@@ -10,7 +10,7 @@ from typing import List, Optional
 import emseepea_guest as sdk  # this repository's sdk/python
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import config, sqlite
+from wit_world.imports import config, sql
 from wit_world.imports.types import (
     Access, CallContext, InventoryEntry, InventoryPage, ResourceBody_Text, ResourceContents,
     ResourceMetadata, SourceError_Failed, SourceError_NotFound, SourceError_Unavailable, Template as TemplateDef,
@@ -24,9 +24,9 @@ def owner(context: CallContext) -> str:
     return sdk.require_subject(context, lambda: Err(SourceError_Failed("A verified user is required")))
 
 
-def query(sql: str, params: list, max_rows: int) -> sqlite.Rows:
+def query(statement: str, params: list, max_rows: int) -> sql.Rows:
     try:
-        return sqlite.Connection.open(config.get("database") or "notes").query(sql, params, max_rows)
+        return sql.Connection.open(config.get("database") or "notes").query(statement, params, max_rows)
     except Err as e:
         raise Err(SourceError_Unavailable(f"query: {e.value}"))
 
@@ -42,7 +42,7 @@ class Template(exports.Template):
         if not uri.startswith(PREFIX):
             raise Err(SourceError_NotFound())
         rows = query("SELECT body FROM notes WHERE id = ?1 AND owner = ?2",
-                     [sqlite.Value_Text(uri[len(PREFIX):]), sqlite.Value_Text(user)], 1)
+                     [sql.Value_Text(uri[len(PREFIX):]), sql.Value_Text(user)], 1)
         if not rows.rows:
             raise Err(SourceError_NotFound())
         return [ResourceContents(uri=uri, mime_type="text/plain", body=ResourceBody_Text(rows.rows[0][0].value))]
@@ -52,7 +52,7 @@ class Inventory(exports.Inventory):
     def list(self, after: Optional[str], limit: int, context: CallContext) -> InventoryPage:
         user = owner(context)
         rows = query("SELECT sort_key, id, title FROM notes WHERE owner = ?1 AND sort_key > ?2 ORDER BY sort_key LIMIT ?3",
-                     [sqlite.Value_Text(user), sqlite.Value_Text(after or ""), sqlite.Value_Integer(sdk.fetch(limit))],
+                     [sql.Value_Text(user), sql.Value_Text(after or ""), sql.Value_Integer(sdk.fetch(limit))],
                      sdk.fetch(limit))
         entries, has_more = sdk.page((InventoryEntry(key=r[0].value, resource=ResourceMetadata(
             uri=PREFIX + r[1].value, name=r[2].value, mime_type="text/plain")) for r in rows.rows), limit)

@@ -649,23 +649,8 @@ pub struct StaticResourceConfig {
     pub file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DatabaseConfig {
-    pub file: PathBuf,
-    #[serde(default = "default_true")]
-    pub read_only: bool,
-    /// Cap on the bytes of one statement's result rows.
-    #[serde(default = "default_max_result_bytes")]
-    pub max_result_bytes: usize,
-}
-
-fn default_true() -> bool {
-    true
-}
-fn default_max_result_bytes() -> usize {
-    4 << 20
-}
+/// `[databases.LABEL]`: defined by the SQL capability, which owns it.
+pub use crate::runtime::capabilities::sql::config::{DatabaseConfig, Engine, EngineConfig};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -752,7 +737,14 @@ impl Config {
             }
         }
         for db in config.databases.values_mut() {
-            db.file = base.join(&db.file);
+            match &mut db.engine {
+                EngineConfig::Sqlite(sqlite) => sqlite.file = base.join(&sqlite.file),
+                EngineConfig::Postgres(pg) => {
+                    if let Some(ca) = &pg.ca_file {
+                        pg.ca_file = Some(base.join(ca));
+                    }
+                }
+            }
         }
         for dir in config.directories.values_mut() {
             dir.path = base.join(&dir.path);

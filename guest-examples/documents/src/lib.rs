@@ -1,5 +1,5 @@
 //! The seed's `documents` example: each caller lists and reads only the
-//! documents they own, from a granted SQLite database.
+//! documents they own, from a granted SQL database (SQLite by default).
 //!
 //! "Query only the caller’s records": `list` runs one bounded, ordered query
 //! (`owner = ? AND order_key > ? ORDER BY order_key LIMIT limit + 1`; the
@@ -9,7 +9,7 @@
 //!
 //! Config: `database` (the granted label, default `documents`).
 
-use emseepea_guest::bindings::emseepea::inventory::sqlite::{Connection, Error as DbError, Value};
+use emseepea_guest::bindings::emseepea::inventory::sql::{Connection, Error as DbError, Value};
 use emseepea_guest::*;
 
 const PREFIX: &str = "learn://documents/";

@@ -33,6 +33,8 @@
 //!   connection to the granted `database` and reports a line per statement
 //!   (`ok rows=N first=V` or `error: E`); with `on_error = "fail"` the first
 //!   error fails the read instead (a `source-error` naming it).
+//! - `sql-execute`: read `execute`s each line of `script` on one connection
+//!   and reports a line per statement (`changed=N` or `error: E`).
 //!
 //! Every message it produces contains `HOSTILE-SECRET`, so tests can assert
 //! that no guest text reaches a client.
@@ -255,6 +257,7 @@ impl template::Guest for Hostile {
             }
             "sql" => sql(),
             "sql-script" => sql_script()?,
+            "sql-execute" => sql_execute(),
             _ => format!("Contents of {uri}"),
         };
         Ok(vec![ResourceContents {
@@ -295,9 +298,9 @@ fn denials() -> String {
         "tcp={}",
         if tcp.is_ok() { "open" } else { "denied" }
     ));
-    let db = emseepea::inventory::sqlite::Connection::open(&cfg("database", "documents"));
+    let db = emseepea::inventory::sql::Connection::open(&cfg("database", "documents"));
     report.push(format!(
-        "sqlite={}",
+        "sql={}",
         match db {
             Ok(_) => "open".to_string(),
             Err(e) => format!("{e:?}"),
@@ -375,7 +378,7 @@ fn fetch(url: &str) -> Result<String, String> {
 
 /// Run the manifest's `sql` on the granted `database`; report rows or the error.
 fn sql() -> String {
-    use emseepea::inventory::sqlite::Connection;
+    use emseepea::inventory::sql::Connection;
     let conn = match Connection::open(&cfg("database", "documents")) {
         Ok(c) => c,
         Err(e) => return format!("open: {e:?}"),
@@ -387,9 +390,27 @@ fn sql() -> String {
     }
 }
 
+/// `execute` each line of `script` on one connection: `changed=N` or the
+/// error, one line each.
+fn sql_execute() -> String {
+    use emseepea::inventory::sql::Connection;
+    let conn = match Connection::open(&cfg("database", "documents")) {
+        Ok(c) => c,
+        Err(e) => return format!("open: {e:?}"),
+    };
+    cfg("script", "SELECT 1")
+        .lines()
+        .map(|sql| match conn.execute(sql, &[]) {
+            Ok(n) => format!("changed={n}"),
+            Err(e) => format!("error: {e:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Run each line of `script` on one connection; one report line each.
 fn sql_script() -> Result<String, SourceError> {
-    use emseepea::inventory::sqlite::{Connection, Value};
+    use emseepea::inventory::sql::{Connection, Value};
     let conn = Connection::open(&cfg("database", "documents"))
         .map_err(|e| SourceError::Failed(format!("HOSTILE-SECRET open: {e:?}")))?;
     let fail = cfg("on_error", "report") == "fail";

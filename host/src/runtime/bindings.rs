@@ -5,6 +5,6 @@ wasmtime::component::bindgen!({
     imports: { default: async | trappable },
     exports: { default: async },
     with: {
-        "emseepea:inventory/sqlite.connection": crate::runtime::capabilities::sqlite::Connection,
+        "emseepea:inventory/sql.connection": crate::runtime::capabilities::sql::Connection,
     },
 });

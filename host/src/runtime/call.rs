@@ -114,16 +114,15 @@ impl Source {
         if Instant::now() >= budget.deadline {
             return Err(GuestError::DeadlineExceeded);
         }
-        let (wasi, stdout, stderr) = self
+        let capabilities = self
             .capabilities
-            .wasi
-            .build()
-            .map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
+            .for_call(&self.log_name, budget.deadline)
+            .map_err(|e| GuestError::Instantiate(e.to_string()))?;
+        let (stdout, stderr) = capabilities.wasi.output();
         let state = HostState {
-            wasi,
             table: wasmtime::component::ResourceTable::new(),
             memory: MemoryAccount::new(budget.memory_bytes),
-            capabilities: self.capabilities.for_call(&self.log_name, budget.deadline),
+            capabilities,
             deadline: budget.deadline,
             cancel: scope.cancel.clone(),
         };

@@ -8,7 +8,7 @@ use crate::config::{
 };
 use crate::fields;
 use crate::guest_text::GuestText;
-use crate::uri_template::UriTemplate;
+use crate::uri_template::{TemplateError, UriTemplate};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -29,10 +29,45 @@ pub struct SourceDefinition {
     pub discoverable: bool,
 }
 
+/// Why a `describe()` result is refused at startup (the messages are the
+/// startup error's reason; guest text in them is escaped and cut).
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    #[error("template name {:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]", GuestText::new(.0))]
+    Name(String),
+    /// Over a host bound the template is not quoted (it may be huge).
+    #[error("uri-template {0}")]
+    UriTemplateBound(TemplateError),
+    #[error("uri-template {:?} does not parse: {}", GuestText::new(template), GuestText::new(&reason.to_string()))]
+    UriTemplateSyntax {
+        template: String,
+        reason: TemplateError,
+    },
+    #[error("uri-template {:?} has no expression", GuestText::new(.0))]
+    UriTemplateWithoutExpression(String),
+    #[error("{field} is longer than {max} characters")]
+    TooLong { field: &'static str, max: usize },
+    #[error("{0} required scopes; at most {MAX_REQUIRED_SCOPES} are allowed")]
+    TooManyScopes(usize),
+    #[error(
+        "required scope {:?} must be 1..={MAX_SCOPE_LEN} printable ASCII characters without spaces or quotes",
+        GuestText::new(.0)
+    )]
+    Scope(String),
+    #[error("a public template cannot have required-scopes")]
+    PublicWithScopes,
+    #[error(
+        "exports `inventory` (list) but its template is public; list needs a protected template"
+    )]
+    PublicListing,
+    #[error("exports `inventory` (list) but its template is suppressed (discoverable: false)")]
+    SuppressedListing,
+}
+
 impl SourceDefinition {
     /// Validate what `describe()` returned; `lists` is whether the component
     /// exports `inventory`.
-    pub fn validate(t: wit::Template, lists: bool) -> Result<Self, String> {
+    pub fn validate(t: wit::Template, lists: bool) -> Result<Self, DefinitionError> {
         if t.name.is_empty()
             || t.name.len() > MAX_NAME
             || !t
@@ -40,28 +75,22 @@ impl SourceDefinition {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         {
-            return Err(format!(
-                "template name {:?} must be 1..={MAX_NAME} characters of [a-z0-9_-]",
-                GuestText::new(&t.name)
-            ));
+            return Err(DefinitionError::Name(t.name));
         }
-        // Over a bound, the template is not quoted (it may be huge); the
-        // bounds keep matching it linear and cheap (config.rs).
+        // The bounds keep matching linear and cheap (config.rs).
         let uri_template = UriTemplate::parse(&t.uri_template).map_err(|e| {
             if e.is_bound() {
-                format!("uri-template {e}")
+                DefinitionError::UriTemplateBound(e)
             } else {
-                format!(
-                    "uri-template {:?} does not parse: {}",
-                    GuestText::new(&t.uri_template),
-                    GuestText::new(&e.to_string())
-                )
+                DefinitionError::UriTemplateSyntax {
+                    template: t.uri_template.clone(),
+                    reason: e,
+                }
             }
         })?;
         if uri_template.expression_count() == 0 {
-            return Err(format!(
-                "uri-template {:?} has no expression",
-                GuestText::new(&t.uri_template)
+            return Err(DefinitionError::UriTemplateWithoutExpression(
+                t.uri_template,
             ));
         }
         check_len("title", t.title.as_deref(), MAX_TITLE_LEN)?;
@@ -70,10 +99,7 @@ impl SourceDefinition {
         // Every 401/403 challenge for the template names its scopes: bounded
         // so that the header stays small (`config::MAX_CHALLENGE_BYTES`).
         if t.required_scopes.len() > MAX_REQUIRED_SCOPES {
-            return Err(format!(
-                "{} required scopes; at most {MAX_REQUIRED_SCOPES} are allowed",
-                t.required_scopes.len()
-            ));
+            return Err(DefinitionError::TooManyScopes(t.required_scopes.len()));
         }
         for scope in &t.required_scopes {
             if scope.is_empty()
@@ -82,10 +108,7 @@ impl SourceDefinition {
                     .bytes()
                     .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
             {
-                return Err(format!(
-                    "required scope {:?} must be 1..={MAX_SCOPE_LEN} printable ASCII characters without spaces or quotes",
-                    GuestText::new(scope)
-                ));
+                return Err(DefinitionError::Scope(scope.clone()));
             }
         }
         let access = match t.access {
@@ -93,18 +116,15 @@ impl SourceDefinition {
             wit::Access::Protected => Access::Protected,
         };
         if access == Access::Public && !t.required_scopes.is_empty() {
-            return Err("a public template cannot have required-scopes".into());
+            return Err(DefinitionError::PublicWithScopes);
         }
         // "list is supported only on a protected, discoverable template. Public or
         // suppressed templates cannot register it."
         if lists && access == Access::Public {
-            return Err("exports `inventory` (list) but its template is public; list needs a protected template".into());
+            return Err(DefinitionError::PublicListing);
         }
         if lists && !t.discoverable {
-            return Err(
-                "exports `inventory` (list) but its template is suppressed (discoverable: false)"
-                    .into(),
-            );
+            return Err(DefinitionError::SuppressedListing);
         }
         let mut required_scopes = t.required_scopes;
         required_scopes.sort();
@@ -122,11 +142,9 @@ impl SourceDefinition {
     }
 }
 
-fn check_len(what: &str, value: Option<&str>, max: usize) -> Result<(), String> {
+fn check_len(field: &'static str, value: Option<&str>, max: usize) -> Result<(), DefinitionError> {
     match value {
-        Some(v) if !fields::within(v, max) => {
-            Err(format!("{what} is longer than {max} characters"))
-        }
+        Some(v) if !fields::within(v, max) => Err(DefinitionError::TooLong { field, max }),
         _ => Ok(()),
     }
 }
@@ -157,19 +175,17 @@ mod tests {
         let mut public = template();
         public.access = wit::Access::Public;
         public.required_scopes.clear();
-        assert!(
-            SourceDefinition::validate(public.clone(), true)
-                .unwrap_err()
-                .contains("public")
-        );
+        assert!(matches!(
+            SourceDefinition::validate(public.clone(), true),
+            Err(DefinitionError::PublicListing)
+        ));
         assert!(SourceDefinition::validate(public, false).is_ok());
         let mut hidden = template();
         hidden.discoverable = false;
-        assert!(
-            SourceDefinition::validate(hidden.clone(), true)
-                .unwrap_err()
-                .contains("suppressed")
-        );
+        assert!(matches!(
+            SourceDefinition::validate(hidden.clone(), true),
+            Err(DefinitionError::SuppressedListing)
+        ));
         assert!(SourceDefinition::validate(hidden, false).is_ok());
     }
 
@@ -177,15 +193,33 @@ mod tests {
     fn names_templates_and_scopes_are_checked() {
         let mut t = template();
         t.name = "Bad Name".into();
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::Name(n)) if n == "Bad Name"
+        ));
         let mut t = template();
         t.uri_template = "learn://{".into();
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::UriTemplateSyntax { .. })
+        ));
         let mut t = template();
         t.uri_template = "learn://fixed".into();
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::UriTemplateWithoutExpression(_))
+        ));
         let mut t = template();
         t.required_scopes = vec!["has space".into()];
-        assert!(SourceDefinition::validate(t, false).is_err());
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::Scope(_))
+        ));
+        let mut t = template();
+        t.title = Some("x".repeat(MAX_TITLE_LEN + 1));
+        assert!(matches!(
+            SourceDefinition::validate(t, false),
+            Err(DefinitionError::TooLong { field: "title", .. })
+        ));
     }
 }

@@ -1,15 +1,13 @@
-//! The per-call store data: WASI context, resource table, memory accounting
-//! and the state of each granted capability.
+//! The per-call store data: the resource table, memory accounting, the
+//! call's deadline and cancellation, and the state of each capability.
 
 use super::budget::MemoryCapTrap;
-use super::capabilities::CallCapabilities;
+use super::capabilities::{CallCapabilities, CallView};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 pub struct HostState {
-    pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) memory: MemoryAccount,
     pub(crate) capabilities: CallCapabilities,
@@ -19,28 +17,21 @@ pub struct HostState {
     pub(crate) cancel: CancellationToken,
 }
 
-impl wasmtime_wasi_http::WasiHttpView for HostState {
-    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
-        let CallCapabilities {
-            http_ctx, egress, ..
-        } = &mut self.capabilities;
-        wasmtime_wasi_http::WasiHttpCtxView {
-            ctx: http_ctx,
+impl HostState {
+    /// One capability's view of this call: `pick` chooses its state.
+    pub(crate) fn view<S>(
+        &mut self,
+        pick: impl FnOnce(&mut CallCapabilities) -> &mut S,
+    ) -> CallView<'_, S> {
+        CallView {
+            state: pick(&mut self.capabilities),
             table: &mut self.table,
-            hooks: egress,
+            memory: &mut self.memory,
+            deadline: self.deadline,
+            cancel: &self.cancel,
         }
     }
 }
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
 /// Counts every byte of linear memory the instance grows, plus host-side
 /// buffers made on its behalf (e.g. SQLite rows), against one cap.
 #[derive(Debug)]

@@ -234,7 +234,8 @@ impl SourceSet {
             &config.cache_key_file(),
         )
         .map_err(|e| LoadError::new(&config.file, e.to_string()))?;
-        let shared = ServerCapabilities::new(config);
+        let shared = ServerCapabilities::new(config)
+            .map_err(|e| LoadError::new(&config.file, e.to_string()))?;
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
             let source = load_one(&runtime, config, &shared, &cache, &file).await?;
@@ -305,7 +306,7 @@ fn fingerprint(sources: &[Arc<Source>]) -> [u8; 32] {
 async fn load_one(
     runtime: &Arc<Runtime>,
     config: &Config,
-    shared: &ServerCapabilities<'_>,
+    shared: &ServerCapabilities,
     cache: &ComponentCache,
     file: &Path,
 ) -> Result<Source, LoadError> {

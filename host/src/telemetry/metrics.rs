@@ -58,6 +58,26 @@ pub struct DatabaseLabels {
     pub reason: &'static str,
 }
 
+/// One database of one source, as the `sql` capability serves it: labels
+/// from the server config (source and database names), the engine, and
+/// the statement function (`query`/`execute`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SqlLabels {
+    pub source: String,
+    pub database: String,
+    pub engine: &'static str,
+    pub statement: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SqlOutcomeLabels {
+    pub source: String,
+    pub database: String,
+    pub engine: &'static str,
+    pub statement: &'static str,
+    pub outcome: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds() -> Histogram {
@@ -98,6 +118,9 @@ pub struct Metrics {
     pub token_cache_hits: Counter,
     pub token_cache_misses: Counter,
     pub database_unavailable: Family<DatabaseLabels, Counter>,
+    pub sql_statements: Family<SqlOutcomeLabels, Counter>,
+    pub sql_statement_duration: Histograms<SqlLabels>,
+    pub sql_statement_rows: Histograms<SqlLabels>,
 }
 
 impl Metrics {
@@ -123,6 +146,9 @@ impl Metrics {
             token_cache_hits: Counter::default(),
             token_cache_misses: Counter::default(),
             database_unavailable: Family::default(),
+            sql_statements: Family::default(),
+            sql_statement_duration: Family::new_with_constructor(seconds),
+            sql_statement_rows: Family::new_with_constructor(counts),
             registry: Registry::default(),
         };
         // Counters get `_total` from the encoder; units are in the names.
@@ -217,9 +243,19 @@ impl Metrics {
             m.token_cache_misses.clone(),
         );
         r.register(
-            "database_unavailable",
-            "Statements that got no database connection, by source, database and reason (connect, pool_busy)",
-            m.database_unavailable.clone(),
+            "sql_statements",
+            "SQL statements of guests, by source, database, engine, statement (query/execute) and outcome",
+            m.sql_statements.clone(),
+        );
+        r.register(
+            "sql_statement_duration_seconds",
+            "Time of one SQL statement, including the wait for its result",
+            m.sql_statement_duration.clone(),
+        );
+        r.register(
+            "sql_statement_rows",
+            "Rows a SQL query returned, or an execute changed (statements that succeeded)",
+            m.sql_statement_rows.clone(),
         );
         Metrics { registry: r, ..m }
     }
@@ -265,6 +301,43 @@ impl Metrics {
         self.guest_memory
             .get_or_create(&labels)
             .observe(memory as f64);
+    }
+
+    /// One SQL statement ended (`rows`: returned or changed, when it succeeded).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sql_statement(
+        &self,
+        source: &str,
+        database: &str,
+        engine: &'static str,
+        statement: &'static str,
+        outcome: &'static str,
+        elapsed: Duration,
+        rows: Option<u64>,
+    ) {
+        let labels = SqlLabels {
+            source: source.to_owned(),
+            database: database.to_owned(),
+            engine,
+            statement,
+        };
+        self.sql_statements
+            .get_or_create(&SqlOutcomeLabels {
+                source: labels.source.clone(),
+                database: labels.database.clone(),
+                engine,
+                statement,
+                outcome,
+            })
+            .inc();
+        self.sql_statement_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        if let Some(rows) = rows {
+            self.sql_statement_rows
+                .get_or_create(&labels)
+                .observe(rows as f64);
+        }
     }
 
     pub fn reason(family: &Family<ReasonLabels, Counter>, reason: &'static str) {

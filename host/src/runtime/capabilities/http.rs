@@ -22,14 +22,18 @@ pub mod destination;
 pub mod network;
 pub mod send;
 
-use crate::config::HttpGrantLimits;
+use super::{CallInfo, CallView, Capability};
+use crate::config::{HttpGrantLimits, SourceManifest};
 use crate::guest_text::GuestText;
+use crate::runtime::host_state::HostState;
 use http_body_util::BodyExt;
 use network::Network;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wasmtime::component::Linker;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
 /// One allowed origin.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,34 +43,51 @@ pub struct Origin {
     pub port: u16,
 }
 
+/// An http grant entry that is not `scheme://host[:port]`.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginError {
+    #[error("grants http: {0:?} is not scheme://host[:port]")]
+    NotAnOrigin(String),
+    #[error("grants http: {0:?}: only http and https are allowed")]
+    Scheme(String),
+    #[error(
+        "grants http: {0:?}: give scheme://host[:port] only (no path, credentials or wildcards)"
+    )]
+    NotJustAnOrigin(String),
+    #[error("grants http: {0:?}: not a host[:port]")]
+    NotAHostPort(String),
+    #[error("grants http: {0:?}: no host")]
+    NoHost(String),
+    #[error("grants http: {0:?}: bad port")]
+    Port(String),
+}
+
 impl Origin {
-    pub fn parse(s: &str) -> Result<Origin, String> {
+    pub fn parse(s: &str) -> Result<Origin, OriginError> {
         let (scheme, rest) = s
             .split_once("://")
-            .ok_or_else(|| format!("{s:?} is not scheme://host[:port]"))?;
+            .ok_or_else(|| OriginError::NotAnOrigin(s.into()))?;
         let default_port = match scheme {
             "http" => 80,
             "https" => 443,
-            _ => return Err(format!("{s:?}: only http and https are allowed")),
+            _ => return Err(OriginError::Scheme(s.into())),
         };
         if rest.is_empty() || rest.contains(['/', '?', '#', '@', '*']) {
-            return Err(format!(
-                "{s:?}: give scheme://host[:port] only (no path, credentials or wildcards)"
-            ));
+            return Err(OriginError::NotJustAnOrigin(s.into()));
         }
         // Read as the egress check reads a request's URI (http::Uri), so a
         // grant means exactly the origin it names.
         let authority: http::uri::Authority = rest
             .parse()
-            .map_err(|_| format!("{s:?}: not a host[:port]"))?;
+            .map_err(|_| OriginError::NotAHostPort(s.into()))?;
         let bracketed = authority.host();
         let host = bracketed.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
-            return Err(format!("{s:?}: no host"));
+            return Err(OriginError::NoHost(s.into()));
         }
         // `Authority::port` drops a port it cannot read; refuse it instead.
         let port = match rest[bracketed.len()..].strip_prefix(':') {
-            Some(p) => p.parse::<u16>().map_err(|_| format!("{s:?}: bad port"))?,
+            Some(p) => p.parse::<u16>().map_err(|_| OriginError::Port(s.into()))?,
             None => default_port,
         };
         Ok(Origin {
@@ -166,17 +187,73 @@ pub struct HttpGrants {
 }
 
 impl HttpGrants {
-    pub fn resolve(entries: &[String], limits: HttpGrantLimits) -> Result<Self, String> {
+    pub fn resolve(entries: &[String], limits: HttpGrantLimits) -> Result<Self, OriginError> {
         let origins = entries
             .iter()
             .map(|e| Origin::parse(e))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("grants http: {e}"))?;
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             origins: Arc::new(origins),
             limits,
             network: Network::system(),
         })
+    }
+}
+
+/// The capability: no server-config section; the grant is the manifest's
+/// `grants.http` origins and `grants.http_limits`.
+pub struct Http;
+
+/// One call's wasi-http context and the hooks that enforce its grant.
+pub struct HttpCall {
+    ctx: wasmtime_wasi_http::WasiHttpCtx,
+    hooks: EgressHooks,
+}
+
+impl Capability for Http {
+    const NAME: &'static str = "http";
+    type Grant = HttpGrants;
+    type Call = HttpCall;
+    type DefinitionError = std::convert::Infallible;
+    type GrantError = OriginError;
+    type CallError = std::convert::Infallible;
+
+    fn configure(_: &crate::config::Config) -> Result<Self, Self::DefinitionError> {
+        Ok(Self)
+    }
+
+    fn grant(&self, manifest: &SourceManifest) -> Result<HttpGrants, OriginError> {
+        HttpGrants::resolve(&manifest.grants.http, manifest.grants.http_limits)
+    }
+
+    fn call(grant: &HttpGrants, call: &CallInfo) -> Result<HttpCall, Self::CallError> {
+        Ok(HttpCall {
+            ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            hooks: EgressHooks {
+                grants: grant.clone(),
+                deadline: call.deadline,
+                source: call.source.clone(),
+            },
+        })
+    }
+
+    /// wasi-http's linker functions reach the call through [`WasiHttpView`].
+    fn add_to_linker(
+        linker: &mut Linker<HostState>,
+        _view: fn(&mut HostState) -> CallView<'_, HttpCall>,
+    ) -> wasmtime::Result<()> {
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let HttpCall { ctx, hooks } = &mut self.capabilities.http;
+        WasiHttpCtxView {
+            ctx,
+            table: &mut self.table,
+            hooks,
+        }
     }
 }
 
@@ -319,6 +396,52 @@ mod props;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::runtime::capabilities::harness::{Harness, manifest};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A backend on 127.0.0.1 that answers every connection with "hi".
+    async fn backend() -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi",
+                    )
+                    .await;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn only_a_granted_origin_is_reached() {
+        let port = backend().await;
+        let harness = Harness::new("");
+        let url = format!("http://127.0.0.1:{port}/x");
+        let granted = manifest(
+            "fetch",
+            &format!("url = {url:?}\n[grants]\nhttp = [\"http://127.0.0.1:{port}\"]\n"),
+        );
+        let text = harness
+            .read::<Http>(&granted, "hostile://x/1")
+            .await
+            .unwrap();
+        assert_eq!(text, "200 hi");
+        let ungranted = manifest("fetch", &format!("url = {url:?}\n"));
+        let text = harness
+            .read::<Http>(&ungranted, "hostile://x/1")
+            .await
+            .unwrap();
+        assert!(
+            text.starts_with("fetch failed") && text.contains("HttpRequestDenied"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn origins_parse_strictly() {

@@ -1,99 +1,183 @@
-//! What a guest may reach, one self-contained module per capability (the way
-//! Spin keeps one factor per capability): each has its configuration (from
-//! the server config and the source's manifest grants), its per-call state
-//! and its host implementation. Nothing is reachable without a grant.
+//! What a guest may reach, one self-contained module per capability (as
+//! Spin keeps one factor per capability and wasmtime's WASI crates one
+//! `HasData` view per interface). Each module owns:
+//!
+//! - its server-config section, read once at startup ([`Capability::configure`]);
+//! - its grant type, resolved per source from the manifest ([`Capability::grant`]);
+//! - its per-call state, made fresh for every guest call ([`Capability::call`]);
+//! - its linker registration, through a [`CallView`] of its own state plus
+//!   the call's resource table, memory account, deadline and cancellation:
+//!   a capability never sees another's state;
+//! - its unit tests, which drive a real component in-process (`harness`).
+//!
+//! Adding a capability = its WIT interface, its module, and one line in the
+//! [`capabilities!`] list below. Nothing is reachable without a grant.
 
 pub mod config;
 pub mod http;
-pub mod sqlite;
-/// The `sql` capability's engines (the PostgreSQL one so far; the SQLite
-/// one moves here).
-pub mod sql {
-    pub mod postgres;
-}
+pub mod sql;
+mod view;
 pub mod wasi;
+
+#[cfg(test)]
+pub(crate) mod harness;
+
+pub use view::{CallView, ViewOf};
 
 use super::host_state::HostState;
 use crate::config::{Config, SourceManifest};
-use wasmtime::component::{HasSelf, Linker};
+use std::sync::Arc;
+use std::time::Instant;
+use wasmtime::component::Linker;
 
-/// A source's granted capabilities, prepared once at startup.
+/// Boxed error of one capability, kept whole for the log and for tests.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What one call is, as capabilities need to know it.
 #[derive(Clone, Debug)]
-pub struct SourceCapabilities {
-    pub config: config::ConfigValues,
-    pub sqlite: sqlite::SqliteGrants,
-    pub wasi: wasi::WasiGrants,
-    pub http: http::HttpGrants,
+pub struct CallInfo {
+    /// The source's name in logs.
+    pub source: Arc<str>,
+    pub deadline: Instant,
 }
 
-/// What the server config defines for capabilities, built once and shared
-/// by every source (e.g. one connection pool per database).
-pub struct ServerCapabilities<'a> {
-    config: &'a Config,
-    databases: sqlite::Databases,
+/// One capability: configured once at startup, granted per source, fresh
+/// state per call, linked through its own view.
+pub trait Capability: Sized + Send + Sync + 'static {
+    /// Its name in startup errors (`capability "sql": ...`).
+    const NAME: &'static str;
+    /// What a source was granted; `Default` is "nothing granted".
+    type Grant: Clone + Default + std::fmt::Debug + Send + Sync + 'static;
+    /// Per-call state, owned by the call's store.
+    type Call: Send + 'static;
+    /// The server config defines something this capability cannot serve.
+    type DefinitionError: std::error::Error + Send + Sync + 'static;
+    /// A manifest grants something the server config does not define.
+    type GrantError: std::error::Error + Send + Sync + 'static;
+    /// The per-call state could not be made.
+    type CallError: std::error::Error + Send + Sync + 'static;
+
+    /// Read this capability's section of the server config.
+    fn configure(config: &Config) -> Result<Self, Self::DefinitionError>;
+    /// Resolve one source's grant; called once per source.
+    fn grant(&self, manifest: &SourceManifest) -> Result<Self::Grant, Self::GrantError>;
+    /// Fresh state for one call of a source with `grant`.
+    fn call(grant: &Self::Grant, call: &CallInfo) -> Result<Self::Call, Self::CallError>;
+    /// Link this capability's host functions; `view` picks its state.
+    fn add_to_linker(
+        linker: &mut Linker<HostState>,
+        view: fn(&mut HostState) -> CallView<'_, Self::Call>,
+    ) -> wasmtime::Result<()>;
 }
 
-impl<'a> ServerCapabilities<'a> {
-    pub fn new(config: &'a Config) -> Self {
-        Self {
-            config,
-            databases: sqlite::Databases::new(config),
+/// A capability refused the server config or a source's manifest at startup.
+#[derive(Debug, thiserror::Error)]
+pub enum CapabilityError {
+    #[error("capability {capability:?}: {source}")]
+    Definition {
+        capability: &'static str,
+        source: BoxError,
+    },
+    #[error("{source}")]
+    Grant {
+        capability: &'static str,
+        source: BoxError,
+    },
+}
+
+/// A call's capability state could not be made (e.g. a granted directory
+/// vanished since startup).
+#[derive(Debug, thiserror::Error)]
+#[error("capability {capability:?}: {source}")]
+pub struct CallSetupError {
+    pub capability: &'static str,
+    pub source: BoxError,
+}
+
+/// Where a registered capability sits in the generated structs.
+pub trait Registered: Capability {
+    fn pick(c: &mut CallCapabilities) -> &mut Self::Call;
+    fn grant_slot(s: &mut SourceCapabilities) -> &mut Self::Grant;
+}
+
+/// The registration list: one line per capability (field name: type).
+/// Generates what the rest of the host sees: [`ServerCapabilities`] (one
+/// configured value each), [`SourceCapabilities`] (one grant each),
+/// [`CallCapabilities`] (one per-call state each) and [`add_to_linker`].
+macro_rules! capabilities {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        /// Every capability, configured from the server config.
+        pub struct ServerCapabilities {
+            $($field: $ty,)*
         }
-    }
 
-    /// Resolve a manifest's grants. A grant naming something the server
-    /// config does not define is an error.
-    pub fn grant(&self, manifest: &SourceManifest) -> Result<SourceCapabilities, String> {
-        Ok(SourceCapabilities {
-            config: config::ConfigValues::new(manifest.config.clone()),
-            sqlite: sqlite::SqliteGrants::resolve(&self.databases, &manifest.grants.databases)
-                .map_err(|e| e.to_string())?,
-            wasi: wasi::WasiGrants::resolve(self.config, &manifest.grants.directories)?,
-            http: http::HttpGrants::resolve(&manifest.grants.http, manifest.grants.http_limits)?,
-        })
-    }
-}
-
-impl SourceCapabilities {
-    /// Per-call state, made fresh for every guest call.
-    pub fn for_call(
-        &self,
-        source: &std::sync::Arc<str>,
-        deadline: std::time::Instant,
-    ) -> CallCapabilities {
-        CallCapabilities {
-            config: self.config.clone(),
-            sqlite: sqlite::SqliteCall::new(self.sqlite.clone()),
-            http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
-            egress: http::EgressHooks {
-                grants: self.http.clone(),
-                deadline,
-                source: source.clone(),
-            },
+        /// A source's granted capabilities, prepared once at startup.
+        #[derive(Clone, Debug, Default)]
+        pub struct SourceCapabilities {
+            $(pub $field: <$ty as Capability>::Grant,)*
         }
-    }
+
+        /// The per-call state of every capability.
+        pub struct CallCapabilities {
+            $(pub $field: <$ty as Capability>::Call,)*
+        }
+
+        impl ServerCapabilities {
+            pub fn new(config: &Config) -> Result<Self, CapabilityError> {
+                Ok(Self {
+                    $($field: <$ty>::configure(config).map_err(|e| CapabilityError::Definition {
+                        capability: <$ty>::NAME,
+                        source: Box::new(e),
+                    })?,)*
+                })
+            }
+
+            /// Resolve a manifest's grants. A grant naming something the
+            /// server config does not define is an error.
+            pub fn grant(&self, manifest: &SourceManifest) -> Result<SourceCapabilities, CapabilityError> {
+                Ok(SourceCapabilities {
+                    $($field: self.$field.grant(manifest).map_err(|e| CapabilityError::Grant {
+                        capability: <$ty>::NAME,
+                        source: Box::new(e),
+                    })?,)*
+                })
+            }
+        }
+
+        impl SourceCapabilities {
+            /// Per-call state, made fresh for every guest call.
+            pub fn for_call(&self, source: &Arc<str>, deadline: Instant) -> Result<CallCapabilities, CallSetupError> {
+                let info = CallInfo { source: source.clone(), deadline };
+                Ok(CallCapabilities {
+                    $($field: <$ty>::call(&self.$field, &info).map_err(|e| CallSetupError {
+                        capability: <$ty>::NAME,
+                        source: Box::new(e),
+                    })?,)*
+                })
+            }
+        }
+
+        /// Link every capability. Which databases, directories or origins a
+        /// call can reach is decided per call from its source's grants.
+        pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+            $(<$ty>::add_to_linker(linker, |s| s.view(<$ty as Registered>::pick))?;)*
+            Ok(())
+        }
+
+        $(impl Registered for $ty {
+            fn pick(c: &mut CallCapabilities) -> &mut Self::Call {
+                &mut c.$field
+            }
+            fn grant_slot(s: &mut SourceCapabilities) -> &mut Self::Grant {
+                &mut s.$field
+            }
+        })*
+    };
 }
 
-/// The per-call state of every capability.
-pub struct CallCapabilities {
-    pub config: config::ConfigValues,
-    pub sqlite: sqlite::SqliteCall,
-    pub http_ctx: wasmtime_wasi_http::WasiHttpCtx,
-    pub egress: http::EgressHooks,
-}
-
-/// Link every host-implemented interface. Which databases or directories a
-/// call can reach is decided per call from its source's grants.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
-    super::bindings::emseepea::inventory::config::add_to_linker::<HostState, HasSelf<HostState>>(
-        linker,
-        |s| s,
-    )?;
-    super::bindings::emseepea::inventory::sqlite::add_to_linker::<HostState, HasSelf<HostState>>(
-        linker,
-        |s| s,
-    )?;
-    Ok(())
+capabilities! {
+    wasi: wasi::Wasi,
+    http: http::Http,
+    config: config::SourceConfig,
+    sql: sql::Sql,
 }

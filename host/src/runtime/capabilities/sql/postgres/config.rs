@@ -6,7 +6,8 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The PostgreSQL keys of a `[databases.LABEL]` section (`engine` aside).
+/// The PostgreSQL keys of a `[databases.LABEL]` section (`engine`,
+/// `read_only` and `max_result_bytes` are the capability's own: `sql/config.rs`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
@@ -28,11 +29,6 @@ pub struct PostgresConfig {
     /// Connections each source may hold to this database.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
-    #[serde(default = "default_true")]
-    pub read_only: bool,
-    /// Cap on the bytes of one statement's result rows.
-    #[serde(default = "default_max_result_bytes")]
-    pub max_result_bytes: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -45,12 +41,6 @@ pub enum TlsMode {
 
 fn default_pool_size() -> usize {
     DEFAULT_PG_POOL_SIZE
-}
-fn default_true() -> bool {
-    true
-}
-fn default_max_result_bytes() -> usize {
-    4 << 20
 }
 
 /// A PostgreSQL section the server refuses at startup.
@@ -90,9 +80,9 @@ pub struct Resolved {
 }
 
 impl PostgresConfig {
-    /// Check the section and build the driver's config. `base` is the
-    /// server config's folder (a relative `ca_file` is relative to it).
-    pub fn resolve(&self, base: &Path) -> Result<Resolved, PostgresConfigError> {
+    /// Check the section and build the driver's config (`ca_file` is
+    /// already relative to the server config's folder: `Config::load`).
+    pub fn resolve(&self) -> Result<Resolved, PostgresConfigError> {
         if self.pool_size == 0 {
             return Err(PostgresConfigError::EmptyPool);
         }
@@ -137,9 +127,8 @@ impl PostgresConfig {
             }
             TlsMode::Require => {
                 pg.ssl_mode(tokio_postgres::config::SslMode::Require);
-                let ca = self.ca_file.as_ref().map(|p| base.join(p));
                 Tls::Require(tokio_postgres_rustls::MakeRustlsConnect::new(
-                    client_config(ca.as_deref())?,
+                    client_config(self.ca_file.as_deref())?,
                 ))
             }
         };
@@ -186,11 +175,9 @@ mod tests {
 
     #[test]
     fn a_url_or_parameters_but_not_both() {
-        let base = Path::new(".");
         let url = parse("url = \"postgres://app:secret@db.internal:5433/inventory\"");
         assert_eq!(url.tls, TlsMode::Require);
-        assert!(url.read_only);
-        let r = url.resolve(base).unwrap();
+        let r = url.resolve().unwrap();
         assert_eq!(r.pg.get_dbname(), Some("inventory"));
         assert_eq!(r.pg.get_ports(), [5433]);
         assert!(matches!(r.tls, Tls::Require(_)));
@@ -198,21 +185,21 @@ mod tests {
         let params = parse(
             "host = \"127.0.0.1\"\nport = 5432\nuser = \"app\"\ntls = \"disable\"\npool_size = 2",
         );
-        let r = params.resolve(base).unwrap();
+        let r = params.resolve().unwrap();
         assert_eq!(r.pg.get_user(), Some("app"));
         assert!(matches!(r.tls, Tls::Disable));
 
         let both = parse("url = \"postgres://a@h/d\"\nhost = \"h\"");
         assert!(matches!(
-            both.resolve(base),
+            both.resolve(),
             Err(PostgresConfigError::UrlAndParams)
         ));
         assert!(matches!(
-            parse("user = \"a\"").resolve(base),
+            parse("user = \"a\"").resolve(),
             Err(PostgresConfigError::NoServer)
         ));
         assert!(matches!(
-            parse("host = \"h\"\npool_size = 0").resolve(base),
+            parse("host = \"h\"\npool_size = 0").resolve(),
             Err(PostgresConfigError::EmptyPool)
         ));
         assert!(toml::from_str::<PostgresConfig>("host = \"h\"\ntls = \"prefer\"").is_err());
@@ -221,7 +208,7 @@ mod tests {
     #[test]
     fn a_bad_url_is_refused_without_repeating_it() {
         let bad = parse("url = \"postgres://app:hunter2@h:notaport/d\"");
-        let e = bad.resolve(Path::new(".")).err().unwrap();
+        let e = bad.resolve().err().unwrap();
         assert!(matches!(e, PostgresConfigError::BadUrl));
         assert!(!e.to_string().contains("hunter2"), "{e}");
     }
@@ -230,14 +217,18 @@ mod tests {
     fn a_ca_file_without_certificates_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ca.pem"), "not a certificate").unwrap();
-        let c = parse("host = \"h\"\nca_file = \"ca.pem\"");
+        let ca = dir.path().join("ca.pem");
+        let c = parse(&format!(
+            "host = \"h\"\nca_file = {:?}",
+            ca.display().to_string()
+        ));
         assert!(matches!(
-            c.resolve(dir.path()),
+            c.resolve(),
             Err(PostgresConfigError::NoCertificate(_))
         ));
-        let missing = parse("host = \"h\"\nca_file = \"missing.pem\"");
+        let missing = parse("host = \"h\"\nca_file = \"/nonexistent/missing.pem\"");
         assert!(matches!(
-            missing.resolve(dir.path()),
+            missing.resolve(),
             Err(PostgresConfigError::CaFile { .. })
         ));
     }

@@ -29,8 +29,7 @@ pub mod values;
 pub use config::{PostgresConfig, PostgresConfigError};
 pub use errors::PgError;
 
-// The interface's engine-neutral values.
-use crate::runtime::bindings::emseepea::inventory::sqlite::{Rows, Value};
+use super::engine::{Bounds, EngineError, Fetched, OpenCall, Rows, StatementCall, Value};
 
 use crate::config::{PG_CANCEL_TIMEOUT, PG_CONNECT_TIMEOUT, PG_POOL_WAIT_MAX, PG_RESET_TIMEOUT};
 use crate::telemetry::metrics::{DatabaseLabels, metrics};
@@ -39,28 +38,53 @@ use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
 };
 use futures_util::TryStreamExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio_postgres::{CancelToken, NoTls};
 use tokio_util::sync::CancellationToken;
 
-/// Bounds on one query's result.
-#[derive(Clone, Copy, Debug)]
-pub struct Bounds {
-    pub max_rows: u32,
-    pub max_bytes: usize,
-}
-
 /// One database as one source sees it: its own pool.
 pub struct PostgresDatabase {
     pub label: String,
-    source: Arc<str>,
     pool: Pool,
     tls: Tls,
     read_only: bool,
-    pub max_result_bytes: usize,
+}
+
+/// The engine's pool as the `sql` capability holds it (one per source and
+/// database).
+#[derive(Debug, Clone)]
+pub struct PostgresPool(Arc<PostgresDatabase>);
+
+impl PostgresPool {
+    pub fn new(
+        label: String,
+        config: &PostgresConfig,
+        read_only: bool,
+    ) -> Result<Self, PostgresConfigError> {
+        PostgresDatabase::new(label, config, read_only).map(|db| Self(Arc::new(db)))
+    }
+
+    pub fn database(&self) -> &Arc<PostgresDatabase> {
+        &self.0
+    }
+
+    pub async fn open(&self, call: OpenCall<'_>) -> Result<PgConnection, EngineError> {
+        Ok(self.0.open(call.source, call.deadline, call.cancel).await?)
+    }
+}
+
+impl From<PgError> for EngineError {
+    fn from(e: PgError) -> Self {
+        match e {
+            PgError::Unavailable => EngineError::Unavailable,
+            PgError::Interrupted => EngineError::Interrupted,
+            PgError::Deadline => EngineError::Deadline,
+            PgError::TooLarge => EngineError::TooLarge,
+            PgError::Failed(m) => EngineError::Failed(m.into()),
+        }
+    }
 }
 
 impl std::fmt::Debug for PostgresDatabase {
@@ -68,21 +92,19 @@ impl std::fmt::Debug for PostgresDatabase {
         // Not the connection config: it can hold a password.
         f.debug_struct("PostgresDatabase")
             .field("label", &self.label)
-            .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
 
 impl PostgresDatabase {
-    /// A new pool of `config` for `source` (no connection is made yet: a
-    /// database that is down does not stop the server from starting).
+    /// A new pool of `config` (no connection is made yet: a database that
+    /// is down does not stop the server from starting).
     pub fn new(
-        source: Arc<str>,
         label: String,
         config: &PostgresConfig,
-        base: &Path,
+        read_only: bool,
     ) -> Result<Self, PostgresConfigError> {
-        let resolved = config.resolve(base)?;
+        let resolved = config.resolve()?;
         let manager_config = ManagerConfig {
             // Our own reset runs when a connection is given back.
             recycling_method: RecyclingMethod::Fast,
@@ -98,23 +120,23 @@ impl PostgresDatabase {
             .expect("a pool with a runtime and no hooks always builds");
         Ok(Self {
             label,
-            source,
             pool,
             tls: resolved.tls,
-            read_only: config.read_only,
-            max_result_bytes: config.max_result_bytes,
+            read_only,
         })
     }
 
-    /// A connection for one call, waiting at most until `deadline`.
+    /// A connection for one call of `source`, waiting at most until `deadline`.
     pub async fn open(
         self: &Arc<Self>,
+        source: &Arc<str>,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<PgConnection, PgError> {
-        let client = self.checkout(deadline, cancel).await?;
+        let client = self.checkout(source, deadline, cancel).await?;
         Ok(PgConnection {
             db: self.clone(),
+            source: source.clone(),
             client: Some(client),
             poisoned: Arc::new(AtomicBool::new(false)),
         })
@@ -122,6 +144,7 @@ impl PostgresDatabase {
 
     async fn checkout(
         &self,
+        source: &str,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<Object, PgError> {
@@ -132,19 +155,19 @@ impl PostgresDatabase {
             recycle: Some(PG_RESET_TIMEOUT.min(remaining)),
         };
         tokio::select! {
-            got = self.pool.timeout_get(&timeouts) => got.map_err(|e| self.unavailable(e)),
+            got = self.pool.timeout_get(&timeouts) => got.map_err(|e| self.unavailable(source, e)),
             _ = tokio::time::sleep_until(deadline.into()) => Err(PgError::Deadline),
             _ = cancel.cancelled() => Err(PgError::Interrupted),
         }
     }
 
-    fn unavailable(&self, e: PoolError) -> PgError {
+    fn unavailable(&self, source: &str, e: PoolError) -> PgError {
         let reason = match e {
             PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => "pool_busy",
             _ => "connect",
         };
         tracing::warn!(
-            source = %self.source,
+            source,
             database = %self.label,
             reason,
             error = %e,
@@ -153,7 +176,7 @@ impl PostgresDatabase {
         metrics()
             .database_unavailable
             .get_or_create(&DatabaseLabels {
-                source: self.source.to_string(),
+                source: source.to_owned(),
                 database: self.label.clone(),
                 reason,
             })
@@ -174,6 +197,7 @@ fn remaining(deadline: Instant) -> Result<Duration, PgError> {
 /// A connection a guest call holds; given back (reset) when dropped.
 pub struct PgConnection {
     db: Arc<PostgresDatabase>,
+    source: Arc<str>,
     client: Option<Object>,
     /// Set when a cancel request was sent on this connection: it may still
     /// land on whatever runs next there, so the connection is closed.
@@ -181,12 +205,34 @@ pub struct PgConnection {
 }
 
 impl PgConnection {
-    pub fn database(&self) -> &Arc<PostgresDatabase> {
-        &self.db
+    /// The engine interface's query: its rows and the bytes they were charged.
+    pub async fn query(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+        bounds: Bounds,
+        call: StatementCall<'_>,
+    ) -> Result<Fetched, EngineError> {
+        let (rows, bytes) = self
+            .query_rows(&sql, &params, bounds, call.deadline, call.cancel)
+            .await?;
+        Ok(Fetched { rows, bytes })
+    }
+
+    /// The engine interface's execute: the number of changed rows.
+    pub async fn execute(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+        call: StatementCall<'_>,
+    ) -> Result<u64, EngineError> {
+        Ok(self
+            .execute_rows(&sql, &params, call.deadline, call.cancel)
+            .await?)
     }
 
     /// Run one query; its rows and the bytes they were charged.
-    pub async fn query(
+    pub async fn query_rows(
         &mut self,
         sql: &str,
         params: &[Value],
@@ -206,7 +252,7 @@ impl PgConnection {
     }
 
     /// Run one statement that returns no rows; the number of changed rows.
-    pub async fn execute(
+    pub async fn execute_rows(
         &mut self,
         sql: &str,
         params: &[Value],
@@ -254,7 +300,7 @@ impl PgConnection {
                 drop(Object::take(old));
             }
             self.poisoned = Arc::new(AtomicBool::new(false));
-            self.client = Some(self.db.checkout(deadline, cancel).await?);
+            self.client = Some(self.db.checkout(&self.source, deadline, cancel).await?);
         }
         let label = self.db.label.clone();
         let read_only = self.db.read_only;

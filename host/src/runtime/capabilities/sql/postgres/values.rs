@@ -8,7 +8,7 @@
 //! types text, bytea a blob. Any other column type is refused, so a guest
 //! never sees a value one engine would give and the other would not.
 
-use super::Value;
+use super::super::engine::Value;
 use bytes::BytesMut;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 

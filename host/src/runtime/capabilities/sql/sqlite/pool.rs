@@ -7,8 +7,9 @@
 //! is the one [`configure`] set (no transaction, empty temp schema, the
 //! host's settings and limits); otherwise it is closed.
 
+use super::super::config::SqliteConfig;
 use super::policy::{self, Access};
-use crate::config::{DatabaseConfig, SQLITE_CACHE_KIB, SQLITE_MAX_SQL_LENGTH, SQLITE_POOL_SIZE};
+use crate::config::{SQLITE_CACHE_KIB, SQLITE_MAX_SQL_LENGTH, SQLITE_POOL_SIZE};
 use rusqlite::OpenFlags;
 use rusqlite::config::DbConfig;
 use rusqlite::limits::Limit;
@@ -50,7 +51,7 @@ pub enum Dirty {
 
 /// Open a connection with the host's settings for `access`; the call's
 /// limits are set by [`apply_limits`] on every checkout.
-pub fn open(config: &DatabaseConfig, access: Access) -> rusqlite::Result<rusqlite::Connection> {
+pub fn open(config: &SqliteConfig, access: Access) -> rusqlite::Result<rusqlite::Connection> {
     let flags = match access {
         Access::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         Access::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -162,14 +163,14 @@ pub fn check_clean(
 #[derive(Debug)]
 pub struct Database {
     pub label: String,
-    pub config: DatabaseConfig,
+    pub config: SqliteConfig,
     access: Access,
     idle: Mutex<Vec<rusqlite::Connection>>,
 }
 
 impl Database {
-    pub fn new(label: String, config: DatabaseConfig) -> Self {
-        let access = if config.read_only {
+    pub fn new(label: String, config: SqliteConfig, read_only: bool) -> Self {
+        let access = if read_only {
             Access::ReadOnly
         } else {
             Access::ReadWrite
@@ -222,18 +223,14 @@ mod tests {
     const LIMITS: CallLimits = CallLimits { length: 1 << 20 };
 
     /// A database file with one table, and its config.
-    fn database(read_only: bool) -> (tempfile::TempDir, DatabaseConfig) {
+    fn database() -> (tempfile::TempDir, SqliteConfig) {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("db.sqlite");
         rusqlite::Connection::open(&file)
             .unwrap()
             .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2);")
             .unwrap();
-        let config = DatabaseConfig {
-            file,
-            read_only,
-            max_result_bytes: 1 << 20,
-        };
+        let config = SqliteConfig { file };
         (dir, config)
     }
 
@@ -247,7 +244,7 @@ mod tests {
 
     /// A connection as the host hands it to a guest.
     fn guest_conn(read_only: bool) -> (tempfile::TempDir, rusqlite::Connection) {
-        let (dir, config) = database(read_only);
+        let (dir, config) = database();
         let conn = open(&config, access(read_only)).unwrap();
         apply_limits(&conn, LIMITS).unwrap();
         (dir, conn)
@@ -350,8 +347,8 @@ mod tests {
 
     #[test]
     fn only_a_clean_connection_goes_back_to_the_pool() {
-        let (_dir, config) = database(true);
-        let db = Database::new("main".into(), config);
+        let (_dir, config) = database();
+        let db = Database::new("main".into(), config, true);
         let clean = db.checkout(LIMITS).unwrap();
         let dirty = db.checkout(LIMITS).unwrap();
         without_authorizer(

@@ -1,0 +1,149 @@
+//! An in-process harness for capability unit tests (no server): the
+//! hostile guest, a real component, instantiated in a store of its own with
+//! the one capability under test granted (plus its manifest's `config`
+//! values, which choose its behaviour). Every other capability is linked,
+//! as the guest imports them all, but granted nothing, which is what a
+//! source without that grant gets. The guest's `read` reports what it could do.
+
+use super::{Capability, Registered, SourceCapabilities};
+use crate::config::{Config, SourceManifest};
+use crate::runtime::bindings::InventorySource;
+use crate::runtime::bindings::emseepea::inventory::types::{
+    CallContext, Principal, ResourceBody, SourceError,
+};
+use crate::runtime::host_state::{HostState, MemoryAccount};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store};
+
+/// The call budget the harness gives a guest.
+pub const MEMORY_BYTES: u64 = 64 << 20;
+
+/// How a harness read ended, other than with text.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadFailure {
+    #[error("source-error: {0:?}")]
+    Source(SourceError),
+    #[error("trap: {0:#}")]
+    Trap(wasmtime::Error),
+    #[error("the guest returned no text")]
+    NoText,
+}
+
+/// A server config from TOML lines (absolute paths, nothing resolved).
+pub fn server_config(extra: &str) -> Config {
+    toml::from_str(&format!("sources_dir = \".\"\nstate_dir = \".\"\n{extra}"))
+        .expect("harness server config")
+}
+
+/// The hostile guest's manifest: `mode`, then `rest` (more `[config]`
+/// lines, then any other tables such as `[grants]`).
+pub fn manifest(mode: &str, rest: &str) -> SourceManifest {
+    toml::from_str(&format!("[config]\nmode = {mode:?}\n{rest}")).expect("harness manifest")
+}
+
+fn guest() -> &'static (Engine, Component) {
+    static GUEST: OnceLock<(Engine, Component)> = OnceLock::new();
+    GUEST.get_or_init(|| {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).expect("engine");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/guests/hostile/hostile.wasm");
+        let component = Component::from_file(&engine, &path)
+            .unwrap_or_else(|e| panic!("{}: {e:#} (run `cargo xtask guests`)", path.display()));
+        (engine, component)
+    })
+}
+
+/// The server config every capability is configured from.
+pub struct Harness {
+    pub config: Config,
+    pub deadline: Duration,
+    pub cancel: CancellationToken,
+}
+
+impl Harness {
+    pub fn new(config: &str) -> Self {
+        Self {
+            config: server_config(config),
+            deadline: Duration::from_secs(10),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Configure `C` from the server config and grant it per `manifest`.
+    pub fn grant<C: Capability + Registered>(
+        &self,
+        manifest: &SourceManifest,
+    ) -> Result<SourceCapabilities, C::GrantError> {
+        let capability = C::configure(&self.config).expect("capability configures");
+        let mut grants = SourceCapabilities {
+            config: super::config::SourceConfig
+                .grant(manifest)
+                .expect("config values"),
+            ..Default::default()
+        };
+        *C::grant_slot(&mut grants) = capability.grant(manifest)?;
+        Ok(grants)
+    }
+
+    /// One `read` of the hostile guest, `mode` and grants from `manifest`,
+    /// with only `C` granted.
+    pub async fn read<C: Capability + Registered>(
+        &self,
+        manifest: &SourceManifest,
+        uri: &str,
+    ) -> Result<String, ReadFailure> {
+        let grants = self.grant::<C>(manifest).expect("grants resolve");
+        self.read_with(&grants, uri).await
+    }
+
+    /// As [`Harness::read`], with grants made once (e.g. to share pools).
+    pub async fn read_with(
+        &self,
+        grants: &SourceCapabilities,
+        uri: &str,
+    ) -> Result<String, ReadFailure> {
+        let (engine, component) = guest();
+        let mut linker = Linker::<HostState>::new(engine);
+        super::add_to_linker(&mut linker).expect("link");
+        let deadline = Instant::now() + self.deadline;
+        let capabilities = grants
+            .for_call(&Arc::from("harness"), deadline)
+            .expect("call state");
+        let state = HostState {
+            table: ResourceTable::new(),
+            memory: MemoryAccount::new(MEMORY_BYTES),
+            capabilities,
+            deadline,
+            cancel: self.cancel.clone(),
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.memory);
+        let guest = InventorySource::instantiate_async(&mut store, component, &linker)
+            .await
+            .map_err(ReadFailure::Trap)?;
+        let context = CallContext {
+            principal: Some(Principal {
+                subject: Some("alice".into()),
+                client_id: "harness".into(),
+                scopes: vec!["hostile:read".into()],
+                audience: None,
+            }),
+            deadline_ms: 0,
+        };
+        let contents = guest
+            .emseepea_inventory_template()
+            .call_read(&mut store, uri, &context)
+            .await
+            .map_err(ReadFailure::Trap)?
+            .map_err(ReadFailure::Source)?;
+        match contents.into_iter().next().map(|c| c.body) {
+            Some(ResourceBody::Text(text)) => Ok(text),
+            _ => Err(ReadFailure::NoText),
+        }
+    }
+}
