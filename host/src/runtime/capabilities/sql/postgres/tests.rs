@@ -544,3 +544,127 @@ async fn a_database_that_is_down_answers_unavailable_and_is_counted() {
     let r = db.open(far(), &CancellationToken::new()).await.err();
     assert_eq!(r, Some(PgError::Unavailable));
 }
+
+/// The capability in-process with the hostile guest's `sql-script` mode:
+/// a guest call, not just the engine.
+mod guest {
+    use super::*;
+    use crate::config::SourceManifest;
+    use crate::runtime::budget::DeadlineTrap;
+    use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
+    use crate::runtime::capabilities::sql::Sql;
+
+    const SLEEP: &str = "SELECT 1::int8 FROM pg_sleep(30)";
+
+    fn harness(pg: &Postgres) -> Harness {
+        Harness::new(&format!(
+            "[databases.main]\nengine = \"postgres\"\nurl = {:?}\ntls = \"disable\"\n",
+            pg.url()
+        ))
+    }
+
+    fn script(lines: &[&str]) -> SourceManifest {
+        manifest(
+            "sql-script",
+            &format!(
+                "database = \"main\"\nscript = {:?}\n[grants]\ndatabases = [\"main\"]\n",
+                lines.join("\n")
+            ),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_guest_call_running_pg_sleep_is_cancelled_on_the_server() {
+        let pg = Postgres::start();
+        let mut harness = harness(&pg);
+        let sleeping = script(&[SLEEP]);
+        let grants = harness.grant::<Sql>(&sleeping).unwrap();
+
+        // The call's future is dropped while the statement runs.
+        tokio::select! {
+            r = harness.read_with(&grants, "hostile://x/1") => panic!("ended early: {r:?}"),
+            () = started(&pg, SLEEP) => {}
+        }
+        assert!(
+            stopped(&pg, SLEEP).await,
+            "still running after the call was dropped"
+        );
+
+        // The request is cancelled.
+        let cancel = harness.cancel.clone();
+        let report = {
+            let read = harness.read_with(&grants, "hostile://x/1");
+            tokio::pin!(read);
+            tokio::select! {
+                r = &mut read => panic!("ended early: {r:?}"),
+                () = started(&pg, SLEEP) => {}
+            }
+            cancel.cancel();
+            read.await.unwrap()
+        };
+        assert_eq!(report, "error: Error::Interrupted");
+        assert!(
+            stopped(&pg, SLEEP).await,
+            "still running after the request was cancelled"
+        );
+
+        // The call runs out of time: it ends as the deadline trap.
+        harness.cancel = CancellationToken::new();
+        harness.deadline = Duration::from_millis(1500);
+        let failure = harness
+            .read_with(&grants, "hostile://x/1")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&failure, ReadFailure::Trap(e) if e.downcast_ref::<DeadlineTrap>().is_some()),
+            "{failure}"
+        );
+        assert!(
+            stopped(&pg, SLEEP).await,
+            "still running after the deadline"
+        );
+
+        // The same source serves the next call.
+        harness.deadline = Duration::from_secs(10);
+        let next = harness
+            .grant::<Sql>(&script(&["SELECT 41::int8 + 1"]))
+            .unwrap();
+        let report = harness.read_with(&next, "hostile://x/1").await.unwrap();
+        assert_eq!(report, "ok rows=1 first=42");
+    }
+
+    #[tokio::test]
+    async fn the_guest_sees_engine_free_errors() {
+        let pg = Postgres::start();
+        pg.psql("CREATE TABLE t (x int8); INSERT INTO t VALUES (1), (2), (3)");
+        let harness = harness(&pg);
+        let report = harness
+            .read::<Sql>(
+                &script(&[
+                    "SELECT x FROM t WHERE x > ?1 ORDER BY x",
+                    "INSERT INTO t VALUES (4)",
+                    "SELECT * FROM missing",
+                    "SELECT now()",
+                ]),
+                "hostile://x/1",
+            )
+            .await
+            .unwrap();
+        let lines: Vec<&str> = report.lines().collect();
+        assert_eq!(lines.len(), 4, "{report}");
+        // No parameters given: PostgreSQL wants one.
+        assert_eq!(
+            lines[0],
+            "error: Error::Failed(\"wrong number of parameters\")"
+        );
+        assert_eq!(
+            lines[1],
+            "error: Error::Failed(\"the database is read-only\")"
+        );
+        assert_eq!(lines[2], "error: Error::Failed(\"invalid statement\")");
+        assert_eq!(
+            lines[3],
+            "error: Error::Failed(\"unsupported column type\")"
+        );
+    }
+}
