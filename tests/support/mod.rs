@@ -3,6 +3,9 @@
 //! speak MCP to it over HTTP.
 #![allow(dead_code)]
 
+pub mod engines;
+pub mod postgres;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
