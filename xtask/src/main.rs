@@ -495,6 +495,12 @@ fn serve_demo(config: &Path) -> Result {
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| e.to_string())?;
+    // Ctrl-C reaches the server (same process group), which shuts down;
+    // xtask outlives it to clean up (`demo --postgres` removes its cluster).
+    // Set after the spawn: an ignored signal would be inherited.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
     let stdout = child.stdout.take().unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
     let url = loop {
