@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
+use support::engines::{Engine, TestDb};
 use support::*;
 
 async fn read_answer(s: &Server, token: &str, uri: &str) -> Answer {
@@ -480,34 +481,34 @@ async fn statements_are_bounded_and_confined_to_their_file() {
     assert!(!std::path::Path::new("/tmp/emseepea-escape.db").exists());
 }
 
-fn notes_db(rows: usize) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let mut conn = rusqlite::Connection::open(dir.path().join("notes.sqlite")).unwrap();
-    conn.execute_batch(
+fn notes_db(engine: Engine, rows: usize) -> TestDb {
+    let db = TestDb::new(
+        engine,
         &std::fs::read_to_string(root().join("guest-examples/python-notes/sql/schema.sql"))
             .unwrap(),
-    )
-    .unwrap();
-    let tx = conn.transaction().unwrap();
-    for i in 0..rows {
+    );
+    db.insert_rows("notes (id, owner, sort_key, title, body)", rows, |i| {
         let owner = if i % 4 == 3 { "bob" } else { "alice" };
-        tx.execute(
-            "INSERT INTO notes (id, owner, sort_key, title, body) VALUES (?1, ?2, ?3, ?1, 'note ' || ?1)",
-            rusqlite::params![format!("n{i}"), owner, format!("{i:06}")],
-        )
-        .unwrap();
-    }
-    tx.commit().unwrap();
-    dir
+        format!("('n{i}', '{owner}', '{i:06}', 'n{i}', 'note n{i}')")
+    });
+    db
 }
 
 #[tokio::test]
 async fn python_notes_end_to_end() {
-    let dir = notes_db(10_000);
-    let db = dir.path().join("notes.sqlite");
+    python_notes_end_to_end_on(Engine::Sqlite).await;
+}
+
+#[tokio::test]
+async fn python_notes_end_to_end_on_postgres() {
+    python_notes_end_to_end_on(Engine::Postgres).await;
+}
+
+async fn python_notes_end_to_end_on(engine: Engine) {
+    let db = notes_db(engine, 10_000);
     let manifest = std::fs::read_to_string(root().join("target/guests/python-notes.toml")).unwrap();
     let s = server()
-        .config(&format!("[databases.notes]\nfile = \"{}\"\n", db.display()))
+        .config(&db.section("notes"))
         .source("python-notes", "python-notes", &manifest)
         .start();
     let alice = s.token(Some("alice"), "notes:read");
@@ -545,10 +546,7 @@ async fn python_notes_end_to_end() {
         .unwrap()
         .clone();
     assert_eq!(last_of_first["uri"], "notes://notes/n199");
-    rusqlite::Connection::open(&db)
-        .unwrap()
-        .execute("DELETE FROM notes WHERE id = 'n203'", [])
-        .unwrap();
+    db.exec("DELETE FROM notes WHERE id = 'n203'");
     let second = modern(
         &s.url,
         Some(&bob),
@@ -938,4 +936,48 @@ fn peak_rss_kib(pid: u32) -> i64 {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+}
+
+/// A PostgreSQL database that goes down: the source granted it answers the
+/// generic error (the reason in the log, never to the client) within its
+/// connect timeout, and another source keeps serving; when it is back the
+/// source serves again without a restart.
+#[tokio::test]
+async fn a_postgres_database_that_is_down_fails_its_source_only() {
+    let mut down = notes_db(Engine::Postgres, 3);
+    let other = notes_db(Engine::Sqlite, 3);
+    let manifest = std::fs::read_to_string(root().join("target/guests/python-notes.toml")).unwrap();
+    let s = server()
+        .config(&format!(
+            "{}{}",
+            down.section("notes"),
+            other.section("other")
+        ))
+        .source("python-notes", "python-notes", &manifest)
+        .hostile(
+            "zz-other",
+            "sql-script",
+            "[grants]\ndatabases = [\"other\"]\n[config]\ndatabase = \"other\"\nscript = \"SELECT count(*) FROM notes\"\n",
+        )
+        .start();
+    let alice = s.token(Some("alice"), "notes:read");
+    assert_eq!(read_text(&s, &alice, "notes://notes/n0").await, "note n0");
+    let TestDb::Postgres(pg) = &mut down else {
+        unreachable!()
+    };
+    pg.stop();
+    let refused = read_answer(&s, &alice, "notes://notes/n0").await;
+    assert_generic_internal_error(&refused, &["database unavailable", "127.0.0.1"]);
+    assert!(
+        s.wait_for_log(&["database unavailable"], Duration::from_secs(5))
+            .is_some(),
+        "{}",
+        s.log()
+    );
+    // The other source, on another database, is not affected.
+    let mallory = s.token(Some("mallory"), "hostile:read");
+    assert_eq!(
+        read_text(&s, &mallory, "hostile://zz-other/1").await,
+        "ok rows=1 first=3"
+    );
 }

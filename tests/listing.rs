@@ -6,6 +6,7 @@ mod support;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::time::Duration;
+use support::engines::{Engine, TestDb};
 use support::*;
 
 async fn list(s: &Server, token: &str, cursor: Option<&str>) -> Answer {
@@ -314,26 +315,21 @@ async fn caching_rules() {
     assert_eq!(a.json()["result"]["resources"][0]["uri"], "demo://a");
 }
 
-/// Documents live in SQLite; the test changes them between pages.
-fn documents_server(rows: &[(&str, &str, &str)]) -> (Server, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let db = dir.join("documents.sqlite");
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch(
+/// Documents live in SQLite or PostgreSQL; the test changes them between pages.
+fn documents_server(engine: Engine, rows: &[(&str, &str, &str)]) -> (Server, TestDb) {
+    let db = TestDb::new(
+        engine,
         &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap(),
-    )
-    .unwrap();
+    );
     for (id, owner, key) in rows {
-        conn.execute(
-            "INSERT INTO documents (id, owner, order_key, title, body) VALUES (?1, ?2, ?3, ?1, 'text of ' || ?1)",
-            rusqlite::params![id, owner, key],
-        )
-        .unwrap();
+        db.exec(&format!(
+            "INSERT INTO documents (id, owner, order_key, title, body) VALUES ('{id}', '{owner}', '{key}', '{id}', 'text of {id}')"
+        ));
     }
     let s = server()
         .config(&format!(
-            "[list_pagination]\npage_size = 2\n[databases.documents]\nfile = \"{}\"\n",
-            db.display()
+            "[list_pagination]\npage_size = 2\n{}",
+            db.section("documents")
         ))
         .source(
             "documents",
@@ -361,23 +357,33 @@ fn page_ids(v: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn pages_query_live_records_not_a_snapshot() {
-    let (s, db) = documents_server(&[
-        ("d1", "alice", "k1"),
-        ("d2", "alice", "k2"),
-        ("d3", "alice", "k3"),
-        ("d4", "alice", "k4"),
-        ("d5", "alice", "k5"),
-        ("x1", "bob", "k0"),
-    ]);
+    pages_query_live_records_on(Engine::Sqlite).await;
+}
+
+#[tokio::test]
+async fn pages_query_live_records_not_a_snapshot_on_postgres() {
+    pages_query_live_records_on(Engine::Postgres).await;
+}
+
+async fn pages_query_live_records_on(engine: Engine) {
+    let (s, db) = documents_server(
+        engine,
+        &[
+            ("d1", "alice", "k1"),
+            ("d2", "alice", "k2"),
+            ("d3", "alice", "k3"),
+            ("d4", "alice", "k4"),
+            ("d5", "alice", "k5"),
+            ("x1", "bob", "k0"),
+        ],
+    );
     let token = s.token(Some("alice"), "documents:read");
     let p1 = list(&s, &token, None).await.json();
     assert_eq!(page_ids(&p1), ["d1", "d2"]);
     let c1 = p1["result"]["nextCursor"].as_str().unwrap().to_owned();
-    let conn = rusqlite::Connection::open(&db).unwrap();
     // A deletion ahead of the cursor and an insertion behind it.
-    conn.execute("DELETE FROM documents WHERE id = 'd3'", [])
-        .unwrap();
-    conn.execute("INSERT INTO documents (id, owner, order_key, title, body) VALUES ('d0', 'alice', 'k1a', 'late', 'x')", []).unwrap();
+    db.exec("DELETE FROM documents WHERE id = 'd3'");
+    db.exec("INSERT INTO documents (id, owner, order_key, title, body) VALUES ('d0', 'alice', 'k1a', 'late', 'x')");
     let p2 = list(&s, &token, Some(&c1)).await.json();
     assert_eq!(
         page_ids(&p2),
@@ -385,8 +391,7 @@ async fn pages_query_live_records_not_a_snapshot() {
         "deleted record gone, record inserted behind the cursor not returned"
     );
     // Revoking access (here: moving a record to bob) removes it from later pages too.
-    conn.execute("UPDATE documents SET owner = 'bob' WHERE id = 'd5'", [])
-        .unwrap();
+    db.exec("UPDATE documents SET owner = 'bob' WHERE id = 'd5'");
     let replay = list(&s, &token, Some(&c1)).await.json();
     assert_eq!(
         page_ids(&replay),
@@ -398,11 +403,23 @@ async fn pages_query_live_records_not_a_snapshot() {
 
 #[tokio::test]
 async fn documents_are_private_to_their_owner() {
-    let (s, _db) = documents_server(&[
-        ("a1", "alice", "k1"),
-        ("a2", "alice", "k2"),
-        ("b1", "bob", "k3"),
-    ]);
+    documents_are_private_on(Engine::Sqlite).await;
+}
+
+#[tokio::test]
+async fn documents_are_private_to_their_owner_on_postgres() {
+    documents_are_private_on(Engine::Postgres).await;
+}
+
+async fn documents_are_private_on(engine: Engine) {
+    let (s, _db) = documents_server(
+        engine,
+        &[
+            ("a1", "alice", "k1"),
+            ("a2", "alice", "k2"),
+            ("b1", "bob", "k3"),
+        ],
+    );
     let alice = s.token(Some("alice"), "documents:read");
     let bob = s.token(Some("bob"), "documents:read");
     let (a_uris, _) = traverse(&s.url, &alice).await;
@@ -446,28 +463,29 @@ async fn documents_are_private_to_their_owner() {
 
 #[tokio::test]
 async fn paging_across_ten_thousand_rows_reaches_every_row_once() {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let db = dir.join("documents.sqlite");
-    let mut conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch(
+    paging_across_ten_thousand_rows_on(Engine::Sqlite).await;
+}
+
+#[tokio::test]
+async fn paging_across_ten_thousand_rows_reaches_every_row_once_on_postgres() {
+    paging_across_ten_thousand_rows_on(Engine::Postgres).await;
+}
+
+async fn paging_across_ten_thousand_rows_on(engine: Engine) {
+    let db = TestDb::new(
+        engine,
         &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap(),
-    )
-    .unwrap();
-    let tx = conn.transaction().unwrap();
-    for i in 0..10_000 {
-        let owner = if i % 10 == 0 { "bob" } else { "alice" };
-        tx.execute(
-            "INSERT INTO documents (id, owner, order_key, title, body) VALUES (?1, ?2, ?3, ?1, 'b')",
-            rusqlite::params![format!("d{i}"), owner, format!("2026-01-01T00:00:00Z#{i:05}")],
-        )
-        .unwrap();
-    }
-    tx.commit().unwrap();
+    );
+    db.insert_rows(
+        "documents (id, owner, order_key, title, body)",
+        10_000,
+        |i| {
+            let owner = if i % 10 == 0 { "bob" } else { "alice" };
+            format!("('d{i}', '{owner}', '2026-01-01T00:00:00Z#{i:05}', 'd{i}', 'b')")
+        },
+    );
     let s = server()
-        .config(&format!(
-            "[databases.documents]\nfile = \"{}\"\n",
-            db.display()
-        ))
+        .config(&db.section("documents"))
         .source(
             "documents",
             "documents",

@@ -128,6 +128,22 @@ pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// "accept failed" is logged at most once per interval, with a count.
 pub const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// PostgreSQL databases (`[databases.LABEL] engine = "postgres"`): pooled
+/// connections per source and database unless `pool_size` says otherwise.
+pub const DEFAULT_PG_POOL_SIZE: usize = 4;
+/// Longest a new PostgreSQL connection may take (TCP, TLS, authentication);
+/// a call's remaining deadline shortens it. A database that is down answers
+/// within this, so it holds a guest slot no longer.
+pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a call waits for a free pooled connection of its source (also
+/// capped by the call's remaining deadline).
+pub const PG_POOL_WAIT_MAX: Duration = Duration::from_secs(2);
+/// A connection given back is reset (`DISCARD ALL`) within this, else closed.
+pub const PG_RESET_TIMEOUT: Duration = Duration::from_secs(2);
+/// A server-side cancel request (of a statement whose call was dropped,
+/// cancelled or out of time) is given up after this.
+pub const PG_CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Legacy sessions one principal (client id, subject, audience) may hold;
 /// a new one beyond it replaces the principal's own longest-idle session.
 pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
@@ -756,8 +772,13 @@ impl Config {
             }
         }
         for db in config.databases.values_mut() {
-            if let EngineConfig::Sqlite(sqlite) = &mut db.engine {
-                sqlite.file = base.join(&sqlite.file);
+            match &mut db.engine {
+                EngineConfig::Sqlite(sqlite) => sqlite.file = base.join(&sqlite.file),
+                EngineConfig::Postgres(pg) => {
+                    if let Some(ca) = &pg.ca_file {
+                        pg.ca_file = Some(base.join(ca));
+                    }
+                }
             }
         }
         for dir in config.directories.values_mut() {

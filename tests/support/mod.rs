@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod nginx;
+pub mod engines;
+pub mod postgres;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};

@@ -3,6 +3,7 @@
 //! - `cargo xtask guests`  build every example guest from source into target/guests/
 //! - `cargo xtask clients` install the real MCP clients the end-to-end tests drive
 //! - `cargo xtask demo`    build, seed the demo databases, serve, print a token and a call
+//!   (`--postgres`: the same on a local PostgreSQL started for it, removed on exit)
 //! - `cargo xtask test`    everything CI runs
 //! - `cargo xtask fuzz`    the property tests (`prop_*`) with many more cases
 //! - `cargo xtask bench`   the criterion benchmarks behind BENCHMARKS.md
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("guests") => guests().map(|_| ()),
         Some("clients") => clients(),
+        Some("demo") if args.get(1).is_some_and(|a| a == "--postgres") => demo_postgres(),
         Some("demo") => demo(),
         Some("test") => test(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
@@ -390,11 +392,82 @@ fn demo() -> Result {
             ],
         )?;
     }
+    serve_demo(&ex.join("demo.toml"))
+}
+
+/// The PostgreSQL harness of the end-to-end tests: the same cluster setup.
+#[path = "../../tests/support/postgres.rs"]
+mod postgres;
+
+/// The demo on a local PostgreSQL: a temporary cluster (as the tests start
+/// it) with databases `documents` and `notes` from the examples' schema and
+/// seed, and the demo config with those two databases on it.
+fn demo_postgres() -> Result {
+    if !postgres::installed() {
+        return Err("PostgreSQL is not installed: apt-get install postgresql".into());
+    }
+    let root = root();
+    build_guests(false)?;
+    let ex = root.join("guest-examples");
+    eprintln!("xtask: starting a local PostgreSQL");
+    let pg = postgres::Postgres::start();
+    let mut databases = String::new();
+    for (label, guest) in [("documents", "documents"), ("notes", "python-notes")] {
+        pg.psql(&format!("CREATE DATABASE {label}"));
+        for file in ["schema.sql", "seed.sql"] {
+            let path = ex.join(guest).join("sql").join(file);
+            let sql =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            // The seed's one SQLite-only word: a fresh database has nothing to replace.
+            pg.psql_in(label, &sql.replace("INSERT OR REPLACE INTO", "INSERT INTO"));
+        }
+        databases.push_str(&format!(
+            "[databases.{label}]\nengine = \"postgres\"\nurl = \"{}\"\ntls = \"disable\"\n\n",
+            pg.url_of(label)
+        ));
+    }
+    let demo = std::fs::read_to_string(ex.join("demo.toml")).map_err(|e| e.to_string())?;
+    let config = postgres_config(&demo, &databases, &root);
+    let path = root.join("target/demo/postgres.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).map_err(|e| e.to_string())?;
+    std::fs::write(&path, config).map_err(|e| e.to_string())?;
+    eprintln!(
+        "xtask: PostgreSQL on {} (databases documents, notes); config {}",
+        pg.url(),
+        path.display()
+    );
+    let served = serve_demo(&path);
+    drop(pg);
+    served
+}
+
+/// demo.toml with its SQLite databases replaced by `databases` and its
+/// relative paths made absolute (the copy lives in target/demo/).
+fn postgres_config(demo: &str, databases: &str, root: &Path) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in demo.lines() {
+        if line.starts_with('[') {
+            skipping = line.starts_with("[databases.");
+        }
+        if !skipping {
+            out.push_str(&line.replace("\"../target/", &format!("\"{}/target/", root.display())));
+            out.push('\n');
+        }
+    }
+    // TOML tables may come in any order: the databases go last.
+    out.push('\n');
+    out.push_str(databases);
+    out
+}
+
+fn serve_demo(config: &Path) -> Result {
+    let root = root();
     run(cargo()
         .current_dir(&root)
         .args(["build", "--quiet", "-p", "emseepea", "--bin", "emseepea"]))?;
     let bin = root.join("target/debug/emseepea");
-    let config = ex.join("demo.toml");
+    let config = config.to_owned();
     let token = output(
         Command::new(&bin)
             .args(["token", "--config"])
@@ -417,6 +490,12 @@ fn demo() -> Result {
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| e.to_string())?;
+    // Ctrl-C reaches the server (same process group), which shuts down;
+    // xtask outlives it to clean up (`demo --postgres` removes its cluster).
+    // Set after the spawn: an ignored signal would be inherited.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
     let stdout = child.stdout.take().unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
     let url = loop {
@@ -450,7 +529,7 @@ fn demo() -> Result {
         "    -H 'Mcp-Method: resources/read' -H 'Mcp-Name: learn://documents/a-001' -H \"Authorization: Bearer $TOKEN\" \\".into(),
         format!("    -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{{\"uri\":\"learn://documents/a-001\",{meta}}}}}'"),
         String::new(),
-        "More tokens: target/debug/emseepea token --config guest-examples/demo.toml --sub bob --scope documents:read".into(),
+        format!("More tokens: target/debug/emseepea token --config {} --sub bob --scope documents:read", config.display()),
         "Stop with Ctrl-C.".into(),
     ];
     println!("{}", lines.join("\n"));

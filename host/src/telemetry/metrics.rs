@@ -50,6 +50,14 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+/// A database of a source (both from the config: a bounded set).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DatabaseLabels {
+    pub source: String,
+    pub database: String,
+    pub reason: &'static str,
+}
+
 /// One database of one source, as the `sql` capability serves it: labels
 /// from the server config (source and database names), the engine, and
 /// the statement function (`query`/`execute`).
@@ -124,6 +132,7 @@ pub struct Metrics {
     pub auth_failures: Family<ReasonLabels, Counter>,
     pub token_cache_hits: Counter,
     pub token_cache_misses: Counter,
+    pub database_unavailable: Family<DatabaseLabels, Counter>,
     pub sql_statements: Family<SqlOutcomeLabels, Counter>,
     pub sql_statement_duration: Histograms<SqlLabels>,
     pub sql_statement_rows: Histograms<SqlLabels>,
@@ -153,6 +162,7 @@ impl Metrics {
             auth_failures: Family::default(),
             token_cache_hits: Counter::default(),
             token_cache_misses: Counter::default(),
+            database_unavailable: Family::default(),
             sql_statements: Family::default(),
             sql_statement_duration: Family::new_with_constructor(seconds),
             sql_statement_rows: Family::new_with_constructor(counts),

@@ -45,9 +45,8 @@ pub struct DatabaseConfig {
 #[derive(Debug, Clone)]
 pub enum EngineConfig {
     Sqlite(SqliteConfig),
-    /// The PostgreSQL engine's keys, unread: this build refuses the section
-    /// at startup ("not built").
-    Postgres(toml::Table),
+    /// The PostgreSQL engine's keys (`postgres/config.rs`).
+    Postgres(super::postgres::PostgresConfig),
 }
 
 impl EngineConfig {
@@ -90,7 +89,11 @@ impl<'de> Deserialize<'de> for DatabaseConfig {
                     .try_into()
                     .map_err(|e| D::Error::custom(format!("engine \"sqlite\": {e}")))?,
             ),
-            Engine::Postgres => EngineConfig::Postgres(section.rest),
+            Engine::Postgres => EngineConfig::Postgres(
+                toml::Value::Table(section.rest)
+                    .try_into()
+                    .map_err(|e| D::Error::custom(format!("engine \"postgres\": {e}")))?,
+            ),
         };
         Ok(DatabaseConfig {
             read_only: section.read_only,
@@ -142,7 +145,10 @@ mod tests {
             parse("engine = \"postgres\"\nurl = \"postgres://x\"\nmax_result_bytes = 9").unwrap();
         assert_eq!(pg.max_result_bytes, 9);
         assert!(
-            matches!(&pg.engine, EngineConfig::Postgres(t) if t.contains_key("url") && t.len() == 1)
+            matches!(&pg.engine, EngineConfig::Postgres(c) if c.url.as_deref() == Some("postgres://x"))
         );
+        let stray = parse("engine = \"postgres\"\nurl = \"postgres://x\"\nfile = \"a.sqlite\"")
+            .unwrap_err();
+        assert!(stray.to_string().contains("file"), "{stray}");
     }
 }

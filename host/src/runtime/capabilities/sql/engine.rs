@@ -7,7 +7,7 @@
 //! that names what happened, never the engine (its detail goes to the log).
 
 use super::config::{DatabaseConfig, Engine, EngineConfig};
-use super::sqlite;
+use super::{postgres, sqlite};
 use crate::runtime::host_state::MemoryAccount;
 use std::sync::Arc;
 use std::time::Instant;
@@ -84,18 +84,21 @@ pub struct EngineCallState {
     pub sqlite: sqlite::CallShare,
 }
 
-/// A `[databases.LABEL]` section this build cannot serve.
+/// A `[databases.LABEL]` section the server cannot serve.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineSetupError {
-    #[error("engine {:?} is not built into this emseepea", .0.name())]
-    NotBuilt(Engine),
+    #[error("engine \"postgres\": {0}")]
+    Postgres(#[from] postgres::PostgresConfigError),
 }
 
 /// Check a section at startup, before any source is granted it.
 pub fn check(config: &DatabaseConfig) -> Result<(), EngineSetupError> {
     match &config.engine {
         EngineConfig::Sqlite(_) => Ok(()),
-        EngineConfig::Postgres(_) => Err(EngineSetupError::NotBuilt(Engine::Postgres)),
+        EngineConfig::Postgres(pg) => {
+            pg.resolve()?;
+            Ok(())
+        }
     }
 }
 
@@ -103,6 +106,7 @@ pub fn check(config: &DatabaseConfig) -> Result<(), EngineSetupError> {
 #[derive(Debug)]
 pub enum EnginePool {
     Sqlite(sqlite::SqlitePool),
+    Postgres(postgres::PostgresPool),
 }
 
 impl EnginePool {
@@ -114,13 +118,18 @@ impl EnginePool {
                 sqlite.clone(),
                 config.read_only,
             ))),
-            EngineConfig::Postgres(_) => Err(EngineSetupError::NotBuilt(Engine::Postgres)),
+            EngineConfig::Postgres(pg) => Ok(EnginePool::Postgres(postgres::PostgresPool::new(
+                label.to_owned(),
+                pg,
+                config.read_only,
+            )?)),
         }
     }
 
     pub fn engine(&self) -> Engine {
         match self {
             EnginePool::Sqlite(_) => Engine::Sqlite,
+            EnginePool::Postgres(_) => Engine::Postgres,
         }
     }
 
@@ -128,6 +137,7 @@ impl EnginePool {
     pub async fn open(&self, call: OpenCall<'_>) -> Result<EngineConnection, EngineError> {
         match self {
             EnginePool::Sqlite(pool) => pool.open(call).await.map(EngineConnection::Sqlite),
+            EnginePool::Postgres(pool) => pool.open(call).await.map(EngineConnection::Postgres),
         }
     }
 }
@@ -135,6 +145,7 @@ impl EnginePool {
 /// A connection a guest holds; given back to its pool when dropped.
 pub enum EngineConnection {
     Sqlite(sqlite::SqliteConnection),
+    Postgres(postgres::PgConnection),
 }
 
 impl EngineConnection {
@@ -148,6 +159,7 @@ impl EngineConnection {
     ) -> Result<Fetched, EngineError> {
         match self {
             EngineConnection::Sqlite(c) => c.query(sql, params, bounds, call).await,
+            EngineConnection::Postgres(c) => c.query(sql, params, bounds, call).await,
         }
     }
 
@@ -160,6 +172,7 @@ impl EngineConnection {
     ) -> Result<u64, EngineError> {
         match self {
             EngineConnection::Sqlite(c) => c.execute(sql, params, call).await,
+            EngineConnection::Postgres(c) => c.execute(sql, params, call).await,
         }
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod postgres;
 pub mod sqlite;
 
 #[cfg(test)]

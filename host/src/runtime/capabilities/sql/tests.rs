@@ -140,14 +140,17 @@ fn every_source_gets_its_own_pool_of_a_shared_database() {
 }
 
 #[test]
-fn an_engine_this_build_lacks_is_refused_at_startup() {
-    let harness =
-        Harness::new("[databases.pg]\nengine = \"postgres\"\nurl = \"postgres://db/x\"\n");
+fn a_postgres_section_is_checked_at_startup() {
+    let good = Harness::new("[databases.pg]\nengine = \"postgres\"\nurl = \"postgres://db/x\"\n");
+    assert!(Sql::configure(&good.config).is_ok());
+    let harness = Harness::new(
+        "[databases.pg]\nengine = \"postgres\"\nurl = \"postgres://app:hunter2@db:notaport/x\"\n",
+    );
     let Err(refused) = Sql::configure(&harness.config) else {
-        panic!("a postgres database was accepted by a build without the engine");
+        panic!("a postgres section with a bad URL was accepted");
     };
     assert_eq!(
         refused.to_string(),
-        "database \"pg\": engine \"postgres\" is not built into this emseepea"
+        "database \"pg\": engine \"postgres\": `url` is not a valid PostgreSQL connection URL"
     );
 }

@@ -1,0 +1,490 @@
+//! The PostgreSQL engine of the `sql` capability (`[databases.LABEL]
+//! engine = "postgres"`), on `tokio-postgres` with a `deadpool-postgres`
+//! pool and rustls.
+//!
+//! - Pools per source and database ([`PostgresDatabase`] is made once per
+//!   grant): no source ever gets a connection another one used. A
+//!   connection given back is reset (`DISCARD ALL`: settings, prepared
+//!   statements, temporary tables, advisory locks, LISTEN) before it is
+//!   pooled again, and closed if that fails.
+//! - Every statement is its own transaction, `READ ONLY` on a read-only
+//!   grant, with `statement_timeout` (`SET LOCAL`) set to the call's
+//!   remaining time.
+//! - When the call is out of time, cancelled, its future is dropped, or a
+//!   result is cut short (too large), the statement is cancelled on the
+//!   server (a cancel request) and that connection is closed, never reused.
+//! - Rows are counted while they stream in, against max-rows and the byte
+//!   cap the caller gives (the database's and the call's memory budget):
+//!   past either the statement stops before more is copied.
+//! - Placeholders: the guest's `?N` become `$N` ([`placeholders`]).
+//! - A database that is down costs a call at most the connect timeout (or
+//!   its remaining time); the guest gets `failed("database unavailable")`,
+//!   the log a line, and `emseepea_database_unavailable_total` a count.
+
+pub mod config;
+pub mod errors;
+pub mod placeholders;
+pub mod values;
+
+pub use config::{PostgresConfig, PostgresConfigError};
+pub use errors::PgError;
+
+use super::engine::{Bounds, EngineError, Fetched, OpenCall, Rows, StatementCall, Value};
+
+use crate::config::{PG_CANCEL_TIMEOUT, PG_CONNECT_TIMEOUT, PG_POOL_WAIT_MAX, PG_RESET_TIMEOUT};
+use crate::telemetry::metrics::{DatabaseLabels, metrics};
+use config::Tls;
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
+};
+use futures_util::TryStreamExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio_postgres::{CancelToken, NoTls};
+use tokio_util::sync::CancellationToken;
+
+/// One database as one source sees it: its own pool.
+pub struct PostgresDatabase {
+    pub label: String,
+    pool: Pool,
+    tls: Tls,
+    read_only: bool,
+}
+
+/// The engine's pool as the `sql` capability holds it (one per source and
+/// database).
+#[derive(Debug, Clone)]
+pub struct PostgresPool(Arc<PostgresDatabase>);
+
+impl PostgresPool {
+    pub fn new(
+        label: String,
+        config: &PostgresConfig,
+        read_only: bool,
+    ) -> Result<Self, PostgresConfigError> {
+        PostgresDatabase::new(label, config, read_only).map(|db| Self(Arc::new(db)))
+    }
+
+    pub fn database(&self) -> &Arc<PostgresDatabase> {
+        &self.0
+    }
+
+    pub async fn open(&self, call: OpenCall<'_>) -> Result<PgConnection, EngineError> {
+        Ok(self.0.open(call.source, call.deadline, call.cancel).await?)
+    }
+}
+
+impl From<PgError> for EngineError {
+    fn from(e: PgError) -> Self {
+        match e {
+            PgError::Unavailable => EngineError::Unavailable,
+            PgError::Interrupted => EngineError::Interrupted,
+            PgError::Deadline => EngineError::Deadline,
+            PgError::TooLarge => EngineError::TooLarge,
+            PgError::Failed(m) => EngineError::Failed(m.into()),
+        }
+    }
+}
+
+impl std::fmt::Debug for PostgresDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the connection config: it can hold a password.
+        f.debug_struct("PostgresDatabase")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresDatabase {
+    /// A new pool of `config` (no connection is made yet: a database that
+    /// is down does not stop the server from starting).
+    pub fn new(
+        label: String,
+        config: &PostgresConfig,
+        read_only: bool,
+    ) -> Result<Self, PostgresConfigError> {
+        let resolved = config.resolve()?;
+        let manager_config = ManagerConfig {
+            // Our own reset runs when a connection is given back.
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match &resolved.tls {
+            Tls::Disable => Manager::from_config(resolved.pg, NoTls, manager_config),
+            Tls::Require(tls) => Manager::from_config(resolved.pg, tls.clone(), manager_config),
+        };
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size)
+            .runtime(Runtime::Tokio1)
+            .build()
+            .expect("a pool with a runtime and no hooks always builds");
+        Ok(Self {
+            label,
+            pool,
+            tls: resolved.tls,
+            read_only,
+        })
+    }
+
+    /// A connection for one call of `source`, waiting at most until `deadline`.
+    pub async fn open(
+        self: &Arc<Self>,
+        source: &Arc<str>,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<PgConnection, PgError> {
+        let client = self.checkout(source, deadline, cancel).await?;
+        Ok(PgConnection {
+            db: self.clone(),
+            source: source.clone(),
+            client: Some(client),
+            poisoned: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    async fn checkout(
+        &self,
+        source: &str,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Object, PgError> {
+        let remaining = remaining(deadline)?;
+        let timeouts = Timeouts {
+            wait: Some(PG_POOL_WAIT_MAX.min(remaining)),
+            create: Some(PG_CONNECT_TIMEOUT.min(remaining)),
+            recycle: Some(PG_RESET_TIMEOUT.min(remaining)),
+        };
+        tokio::select! {
+            got = self.pool.timeout_get(&timeouts) => got.map_err(|e| self.unavailable(source, e)),
+            _ = tokio::time::sleep_until(deadline.into()) => Err(PgError::Deadline),
+            _ = cancel.cancelled() => Err(PgError::Interrupted),
+        }
+    }
+
+    fn unavailable(&self, source: &str, e: PoolError) -> PgError {
+        let reason = match e {
+            PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => "pool_busy",
+            _ => "connect",
+        };
+        tracing::warn!(
+            source,
+            database = %self.label,
+            reason,
+            error = %e,
+            "postgres database unavailable"
+        );
+        metrics()
+            .database_unavailable
+            .get_or_create(&DatabaseLabels {
+                source: source.to_owned(),
+                database: self.label.clone(),
+                reason,
+            })
+            .inc();
+        PgError::Unavailable
+    }
+}
+
+fn remaining(deadline: Instant) -> Result<Duration, PgError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(PgError::Deadline)
+    } else {
+        Ok(left)
+    }
+}
+
+/// A connection a guest call holds; given back (reset) when dropped.
+pub struct PgConnection {
+    db: Arc<PostgresDatabase>,
+    source: Arc<str>,
+    client: Option<Object>,
+    /// Set when a cancel request was sent on this connection: it may still
+    /// land on whatever runs next there, so the connection is closed.
+    poisoned: Arc<AtomicBool>,
+}
+
+impl PgConnection {
+    /// The engine interface's query: its rows and the bytes they were charged.
+    pub async fn query(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+        bounds: Bounds,
+        call: StatementCall<'_>,
+    ) -> Result<Fetched, EngineError> {
+        let (rows, bytes) = self
+            .query_rows(&sql, &params, bounds, call.deadline, call.cancel)
+            .await?;
+        Ok(Fetched { rows, bytes })
+    }
+
+    /// The engine interface's execute: the number of changed rows.
+    pub async fn execute(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+        call: StatementCall<'_>,
+    ) -> Result<u64, EngineError> {
+        Ok(self
+            .execute_rows(&sql, &params, call.deadline, call.cancel)
+            .await?)
+    }
+
+    /// Run one query; its rows and the bytes they were charged.
+    pub async fn query_rows(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        bounds: Bounds,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<(Rows, usize), PgError> {
+        let label = self.db.label.clone();
+        self.statement(
+            sql,
+            params,
+            deadline,
+            cancel,
+            async move |tx, stmt, params| read_rows(tx, stmt, params, bounds, &label).await,
+        )
+        .await
+    }
+
+    /// Run one statement that returns no rows; the number of changed rows.
+    pub async fn execute_rows(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<u64, PgError> {
+        let label = self.db.label.clone();
+        self.statement(
+            sql,
+            params,
+            deadline,
+            cancel,
+            async move |tx, stmt, params| {
+                tx.execute_raw(stmt, params.iter().map(values::Param))
+                    .await
+                    .map_err(|e| Finished(errors::classify(&e, &label)))
+            },
+        )
+        .await
+    }
+
+    /// The common part: a transaction with the call's timeout around `work`,
+    /// bounded by the deadline and cancellation, cancelled on the server
+    /// when it does not finish.
+    async fn statement<T>(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        deadline: Instant,
+        cancel: &CancellationToken,
+        work: impl AsyncFnOnce(
+            &tokio_postgres::Transaction<'_>,
+            &tokio_postgres::Statement,
+            &[Value],
+        ) -> Result<T, Stopped>,
+    ) -> Result<T, PgError> {
+        let sql = placeholders::translate(sql).map_err(|e| {
+            tracing::warn!(database = %self.db.label, error = %e, "postgres statement refused");
+            PgError::Failed("use ?N placeholders")
+        })?;
+        let left = remaining(deadline)?;
+        if self.poisoned.load(Ordering::Relaxed) || self.client.is_none() {
+            // The last statement was cancelled: close that connection, take another.
+            if let Some(old) = self.client.take() {
+                drop(Object::take(old));
+            }
+            self.poisoned = Arc::new(AtomicBool::new(false));
+            self.client = Some(self.db.checkout(&self.source, deadline, cancel).await?);
+        }
+        let label = self.db.label.clone();
+        let read_only = self.db.read_only;
+        let client: &mut tokio_postgres::Client = self.client.as_mut().expect("checked out above");
+        let mut guard = CancelOnDrop {
+            token: Some(client.cancel_token()),
+            tls: self.db.tls.clone(),
+            poisoned: self.poisoned.clone(),
+            database: label.clone(),
+        };
+        let run = async {
+            let fail = |e: tokio_postgres::Error| Finished(errors::classify(&e, &label));
+            let tx = client
+                .build_transaction()
+                .read_only(read_only)
+                .start()
+                .await
+                .map_err(fail)?;
+            // Whole milliseconds, at least 1 (0 would mean no timeout).
+            let ms = left.as_millis().clamp(1, i32::MAX as u128);
+            tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))
+                .await
+                .map_err(fail)?;
+            let stmt = tx.prepare(&sql).await.map_err(fail)?;
+            if stmt.params().len() != params.len() {
+                return Err(Finished(PgError::Failed("wrong number of parameters")));
+            }
+            let out = work(&tx, &stmt, params).await?;
+            tx.commit().await.map_err(fail)?;
+            Ok(out)
+        };
+        let outcome = tokio::select! {
+            outcome = run => outcome,
+            _ = tokio::time::sleep_until(deadline.into()) => return Err(PgError::Deadline),
+            _ = cancel.cancelled() => return Err(PgError::Interrupted),
+        };
+        match outcome {
+            Ok(out) => {
+                guard.disarm();
+                Ok(out)
+            }
+            // The server is done with the statement.
+            Err(Finished(e)) => {
+                guard.disarm();
+                Err(e)
+            }
+            // Cut short while rows still came: the guard cancels it.
+            Err(Unfinished(e)) => Err(e),
+        }
+    }
+}
+
+/// How `work` failed: whether the server still runs the statement.
+enum Stopped {
+    Finished(PgError),
+    Unfinished(PgError),
+}
+use Stopped::{Finished, Unfinished};
+
+async fn read_rows(
+    tx: &tokio_postgres::Transaction<'_>,
+    stmt: &tokio_postgres::Statement,
+    params: &[Value],
+    bounds: Bounds,
+    label: &str,
+) -> Result<(Rows, usize), Stopped> {
+    let columns: Vec<String> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
+    let types: Vec<_> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
+    for ty in &types {
+        if let Err(e) = values::check_column(ty) {
+            tracing::warn!(database = label, error = %e, "postgres column refused");
+            return Err(Finished(PgError::Failed("unsupported column type")));
+        }
+    }
+    let fail = |e: tokio_postgres::Error| Unfinished(errors::classify(&e, label));
+    let stream = tx
+        .query_raw(stmt, params.iter().map(values::Param))
+        .await
+        .map_err(|e| Finished(errors::classify(&e, label)))?;
+    let mut stream = std::pin::pin!(stream);
+    let mut rows = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(row) = stream.as_mut().try_next().await.map_err(fail)? {
+        if rows.len() as u64 >= u64::from(bounds.max_rows) {
+            return Err(Unfinished(PgError::TooLarge));
+        }
+        let mut values = Vec::with_capacity(types.len());
+        for (i, ty) in types.iter().enumerate() {
+            let raw: values::Raw<'_> = row.try_get(i).map_err(fail)?;
+            // Count before copying: an oversized result is refused, not allocated.
+            bytes += raw.charge(ty);
+            if bytes > bounds.max_bytes {
+                return Err(Unfinished(PgError::TooLarge));
+            }
+            values.push(raw.decode(ty).map_err(|e| {
+                tracing::warn!(database = label, error = %e, "postgres value not decodable");
+                Unfinished(PgError::Failed("unsupported column value"))
+            })?);
+        }
+        rows.push(values);
+    }
+    Ok((Rows { columns, rows }, bytes))
+}
+
+impl Drop for PgConnection {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if self.poisoned.load(Ordering::Relaxed) {
+            drop(Object::take(client));
+            return;
+        }
+        let database = self.db.label.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(reset(client, database));
+            }
+            Err(_) => drop(Object::take(client)),
+        }
+    }
+}
+
+/// `DISCARD ALL`, then back to the pool; closed if the reset fails.
+async fn reset(client: Object, database: String) {
+    match tokio::time::timeout(PG_RESET_TIMEOUT, client.batch_execute("DISCARD ALL")).await {
+        Ok(Ok(())) => drop(client),
+        outcome => {
+            let error = match outcome {
+                Ok(Err(e)) => e.to_string(),
+                _ => "timed out".into(),
+            };
+            tracing::warn!(database, error, "postgres connection not reset: closed");
+            drop(Object::take(client));
+        }
+    }
+}
+
+/// Sends a cancel request for the connection's running statement unless
+/// disarmed, and marks the connection as not reusable.
+struct CancelOnDrop {
+    token: Option<CancelToken>,
+    tls: Tls,
+    poisoned: Arc<AtomicBool>,
+    database: String,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.token = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(token) = self.token.take() else {
+            return;
+        };
+        self.poisoned.store(true, Ordering::Relaxed);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let tls = self.tls.clone();
+        let database = std::mem::take(&mut self.database);
+        rt.spawn(async move {
+            let sent = tokio::time::timeout(PG_CANCEL_TIMEOUT, async {
+                match tls {
+                    Tls::Disable => token.cancel_query(NoTls).await,
+                    Tls::Require(tls) => token.cancel_query(tls).await,
+                }
+            })
+            .await;
+            match sent {
+                Ok(Ok(())) => {
+                    tracing::info!(database, "postgres statement cancelled on the server")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(database, error = %e, "postgres cancel request failed")
+                }
+                Err(_) => tracing::warn!(database, "postgres cancel request timed out"),
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;
