@@ -40,6 +40,8 @@ pub async fn load(config: Config) -> anyhow::Result<Loaded> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     let runtime = Arc::new(Runtime::new(&config.runtime)?);
     let sources = SourceSet::load(runtime.clone(), &config).await?;
+    // Compiling was the peak; what it freed goes back to the OS.
+    crate::release_free_memory();
     // A URI names exactly one owner, so a read reaches the source that listed it.
     crate::inventory::ownership::check(&sources.sources, &statics, &config.file)?;
     let needs_auth = sources.any_lists()

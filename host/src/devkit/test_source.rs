@@ -434,7 +434,7 @@ impl Driver {
                 return broken(entries);
             }
             for e in page.entries() {
-                if !uris.insert(e.uri.to_owned()) {
+                if !uris.insert(e.uri) {
                     self.report.add(
                         Rule::UriUniqueAcrossTraversal,
                         &p.label,

@@ -310,9 +310,19 @@ impl CursorKeys {
     /// The exact length of the cursor `seal` makes for `position`: the pager
     /// budgets page bytes with it before sealing.
     pub fn encoded_len(position: &Position) -> usize {
-        let raw = HEADER + TAG + 8 + position_len(position);
-        (4 * raw).div_ceil(3)
+        encoded_len_of(position_len(position))
     }
+
+    /// `encoded_len` of `Position::Source { after: Some(key), .. }`, without
+    /// building that position (the pager asks for every listed entry).
+    pub fn encoded_len_after(key: &str) -> usize {
+        encoded_len_of(source_position_len(Some(key)))
+    }
+}
+
+fn encoded_len_of(position_len: usize) -> usize {
+    let raw = HEADER + TAG + 8 + position_len;
+    (4 * raw).div_ceil(3)
 }
 
 fn aad(header: &[u8], binding: &CursorBinding) -> [u8; 37] {
@@ -325,8 +335,12 @@ fn aad(header: &[u8], binding: &CursorBinding) -> [u8; 37] {
 fn position_len(p: &Position) -> usize {
     match p {
         Position::Static { .. } | Position::Template { .. } => 1 + 4,
-        Position::Source { after, .. } => 1 + 4 + 2 + after.as_ref().map_or(0, |a| a.len()),
+        Position::Source { after, .. } => source_position_len(after.as_deref()),
     }
+}
+
+fn source_position_len(after: Option<&str>) -> usize {
+    1 + 4 + 2 + after.map_or(0, str::len)
 }
 
 fn encode_state(s: &CursorState) -> Vec<u8> {
@@ -661,6 +675,9 @@ pub(crate) mod tests {
             let b = cursor_binding(p.as_ref(), &fp);
             let c = k.seal(&state, &b);
             prop_assert_eq!(c.len(), CursorKeys::encoded_len(&state.position));
+            if let Position::Source { after: Some(key), .. } = &state.position {
+                prop_assert_eq!(c.len(), CursorKeys::encoded_len_after(key));
+            }
             prop_assert!(c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
             prop_assert_eq!(k.open(&c, &b), Ok(state));
         }

@@ -19,7 +19,6 @@ use crate::runtime::types::CallContext;
 use crate::runtime::{Access, GuestError, GuestPage, RequestScope, Source};
 use crate::uri_template::UriTemplate;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -92,12 +91,80 @@ pub enum ListError {
     },
 }
 
-/// One page: the serialized `Resource` objects (raw JSON, measured as the
-/// page was filled) and the cursor, if more may follow.
+/// One page: the serialized entries (`Resource` or `ResourceTemplate`
+/// objects), measured as the page was filled, in one buffer, and the
+/// cursor, if more may follow.
 #[derive(Debug, Default)]
 pub struct Page {
-    pub entries: Vec<Box<RawValue>>,
+    /// The entries' JSON joined by commas: the inside of the result's array.
+    /// One buffer rather than a `Box<RawValue>` per entry: the response is
+    /// this buffer spliced into its envelope (`mcp::model::ListEnvelope`).
+    json: Vec<u8>,
+    /// Where each entry ends in `json`.
+    ends: Vec<u32>,
     pub next_cursor: Option<String>,
+}
+
+impl Page {
+    /// The entries, serialized and joined by commas.
+    pub fn joined(&self) -> &[u8] {
+        &self.json
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Each entry's JSON.
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.ends.iter().enumerate().map(|(i, &end)| {
+            // Entries after the first start after their comma.
+            let start = if i == 0 {
+                0
+            } else {
+                self.ends[i - 1] as usize + 1
+            };
+            std::str::from_utf8(&self.json[start..end as usize]).expect("entries are JSON text")
+        })
+    }
+
+    /// Append the entry `write` serializes if the page, with the cursor that
+    /// would follow it (`cursor_cost` bytes), stays within `budget` bytes;
+    /// else leave the page as it was.
+    pub(crate) fn push_within(
+        &mut self,
+        budget: usize,
+        cursor_cost: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> bool {
+        let before = self.json.len();
+        if !self.ends.is_empty() {
+            self.json.push(b',');
+        }
+        write(&mut self.json);
+        match u32::try_from(self.json.len()) {
+            Ok(end) if self.json.len() + cursor_cost <= budget => {
+                self.ends.push(end);
+                true
+            }
+            _ => {
+                self.json.truncate(before);
+                false
+            }
+        }
+    }
+
+    pub(crate) fn with_capacity(entries: usize, bytes: usize) -> Self {
+        Page {
+            json: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(entries),
+            next_cursor: None,
+        }
+    }
 }
 
 pub struct Pager<S> {
@@ -160,8 +227,7 @@ pub fn call_context(principal: Option<&Principal>, scope: &RequestScope) -> Call
 
 /// Accumulates one page within its count and byte bounds.
 struct PageBuilder {
-    entries: Vec<Box<RawValue>>,
-    used: usize,
+    page: Page,
     budget: usize,
     remaining: u32,
     /// Where the next page starts if this one ends now.
@@ -174,21 +240,31 @@ enum Push {
     Full,
 }
 
+/// The bytes the `nextCursor` field adds for a cursor at `next`.
+fn cursor_cost(next: Option<&Position>) -> usize {
+    next.map_or(0, |p| CURSOR_FIELD_BYTES + CursorKeys::encoded_len(p))
+}
+
 impl PageBuilder {
     /// Add an entry whose successor position is `next` (`None`: nothing follows).
-    fn push(&mut self, json: Box<RawValue>, next: Option<Position>) -> Push {
-        let cost = json.get().len() + usize::from(!self.entries.is_empty());
-        let cursor = next
-            .as_ref()
-            .map_or(0, |p| CURSOR_FIELD_BYTES + CursorKeys::encoded_len(p));
-        if self.used + cost + cursor > self.budget {
+    fn push(&mut self, json: &str, next: Option<Position>) -> Push {
+        if !self.push_entry(cursor_cost(next.as_ref()), |out| {
+            out.extend_from_slice(json.as_bytes())
+        }) {
             return Push::Full;
         }
-        self.used += cost;
-        self.entries.push(json);
-        self.remaining -= 1;
         self.resume = next;
         Push::Added
+    }
+
+    /// Add the entry `write` serializes if it fits with a cursor of
+    /// `cursor_cost` bytes after it; the caller sets `resume`.
+    fn push_entry(&mut self, cursor_cost: usize, write: impl FnOnce(&mut Vec<u8>)) -> bool {
+        let added = self.page.push_within(self.budget, cursor_cost, write);
+        if added {
+            self.remaining -= 1;
+        }
+        added
     }
 }
 
@@ -278,17 +354,17 @@ impl<S: InventorySource> Pager<S> {
                 )
             }
         };
+        let budget = self.byte_limit.saturating_sub(req.envelope_bytes);
         let mut page = PageBuilder {
-            entries: Vec::new(),
-            used: 0,
-            budget: self.byte_limit.saturating_sub(req.envelope_bytes),
+            // Room for a typical page without growing it (entries cost ~80 bytes).
+            page: Page::with_capacity(self.page_size as usize, budget.min(16 * 1024)),
+            budget,
             remaining: self.page_size,
             resume: start.clone(),
         };
         let mut position = start;
         let mut cut_by_bytes = false;
-        let mut page_uris =
-            UriSet::with_capacity_and_hasher(self.page_size as usize, Default::default());
+        let mut page_uris = UriSet::with_capacity(self.page_size as usize);
         let context = call_context(principal, req.scope);
         'page: while page.remaining > 0 {
             match position.take() {
@@ -296,11 +372,11 @@ impl<S: InventorySource> Pager<S> {
                 Some(Position::Static { offset }) => {
                     let offset = offset as usize;
                     let next = self.after_static(offset, principal);
-                    let json = self.statics.items[offset].listing.clone();
-                    page_uris.insert(self.statics.items[offset].uri.clone());
-                    match page.push(json, next.clone()) {
+                    let item = &self.statics.items[offset];
+                    page_uris.insert(&item.uri);
+                    match page.push(item.listing.get(), next.clone()) {
                         Push::Added => position = next,
-                        Push::Full if page.entries.is_empty() => {
+                        Push::Full if page.page.is_empty() => {
                             return Err(ListError::EntryTooLarge {
                                 source_name: "static resources".into(),
                             });
@@ -333,50 +409,68 @@ impl<S: InventorySource> Pager<S> {
                         source_name: source.name().into(),
                         violation,
                     })?;
-                    let after_source = || {
+                    let after_source =
                         self.next_accessible(i + 1, principal)
                             .map(|n| Position::Source {
                                 index: n as u32,
                                 after: None,
-                            })
-                    };
+                            });
+                    let after_source_cost = cursor_cost(after_source.as_ref());
                     let count = guest_page.len();
+                    // The key of the last entry added, and whether it ends
+                    // the source: the position after it is built once, below,
+                    // not for every entry.
+                    let mut last_added: Option<(&str, bool)> = None;
                     for (k, entry) in guest_page.entries().enumerate() {
                         let last_of_source = k + 1 == count && !guest_page.has_more;
-                        let next = if last_of_source {
-                            after_source()
+                        let cost = if last_of_source {
+                            after_source_cost
                         } else {
-                            Some(Position::Source {
-                                index,
-                                after: Some(entry.key.to_owned()),
-                            })
+                            CURSOR_FIELD_BYTES + CursorKeys::encoded_len_after(entry.key)
                         };
-                        let json = serde_json::value::to_raw_value(&EntryJson {
-                            uri: entry.uri,
-                            name: entry.name,
-                            // "Set only if every matching resource has this
-                            // type": an entry without its own has the template's.
-                            mime_type: entry.mime_type.or(source.mime_type()),
-                        })
-                        .expect("serializable");
-                        match page.push(json, next.clone()) {
-                            Push::Added => position = next,
-                            Push::Full if page.entries.is_empty() => {
-                                return Err(ListError::EntryTooLarge {
-                                    source_name: source.name().into(),
-                                });
-                            }
+                        let added = page.push_entry(cost, |out| {
+                            serde_json::to_writer(
+                                out,
+                                &EntryJson {
+                                    uri: entry.uri,
+                                    name: entry.name,
+                                    // "Set only if every matching resource has this
+                                    // type": an entry without its own has the template's.
+                                    mime_type: entry.mime_type.or(source.mime_type()),
+                                },
+                            )
+                            .expect("serializable")
+                        });
+                        if added {
+                            last_added = Some((entry.key, last_of_source));
+                        } else if page.page.is_empty() {
+                            return Err(ListError::EntryTooLarge {
+                                source_name: source.name().into(),
+                            });
+                        } else {
                             // The cursor points at the last entry emitted.
-                            Push::Full => {
-                                cut_by_bytes = true;
-                                break 'page;
-                            }
+                            cut_by_bytes = true;
+                            break;
                         }
                     }
-                    if count == 0 {
+                    match last_added {
+                        Some((_, true)) => position = after_source,
+                        Some((key, false)) => {
+                            position = Some(Position::Source {
+                                index,
+                                after: Some(key.to_owned()),
+                            })
+                        }
                         // An empty, final page of this source: move on.
-                        position = after_source();
+                        None if count == 0 => position = after_source,
+                        // Not even one entry of this guest page fitted.
+                        None => {}
+                    }
+                    if count == 0 || last_added.is_some() {
                         page.resume = position.clone();
+                    }
+                    if cut_by_bytes {
+                        break 'page;
                     }
                     // With has-more and room left, the loop asks the same
                     // source again for the rest, after its last key.
@@ -389,7 +483,8 @@ impl<S: InventorySource> Pager<S> {
         if cut_by_bytes {
             crate::telemetry::metrics().pages_cut_by_bytes.inc();
         }
-        let next_cursor = page.resume.map(|position| {
+        let mut result = page.page;
+        result.next_cursor = page.resume.map(|position| {
             self.keys.seal(
                 &CursorState {
                     started_ms,
@@ -398,10 +493,7 @@ impl<S: InventorySource> Pager<S> {
                 &binding,
             )
         });
-        Ok(Page {
-            entries: page.entries,
-            next_cursor,
-        })
+        Ok(result)
     }
 
     fn first_position(&self, principal: Option<&Principal>) -> Option<Position> {
@@ -446,6 +538,7 @@ mod tests {
     use crate::inventory::statics::StaticResource;
     use crate::runtime::types::{InventoryEntry, InventoryPage, ResourceMetadata};
     use proptest::prelude::*;
+    use serde_json::value::RawValue;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicU64;
 
@@ -564,8 +657,8 @@ mod tests {
         )
     }
 
-    fn uri_of(entry: &RawValue) -> String {
-        let v: serde_json::Value = serde_json::from_str(entry.get()).unwrap();
+    fn uri_of(entry: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(entry).unwrap();
         v["uri"].as_str().unwrap().to_owned()
     }
 
@@ -637,18 +730,18 @@ mod tests {
                 let page = result.unwrap();
                 pages += 1;
                 prop_assert!(pages < 10_000, "no progress");
-                prop_assert!(page.entries.len() <= page_size as usize);
-                let bytes = ENVELOPE + page.entries.iter().map(|e| e.get().len()).sum::<usize>() + page.entries.len().saturating_sub(1)
+                prop_assert!(page.len() <= page_size as usize);
+                let bytes = ENVELOPE + page.entries().map(str::len).sum::<usize>() + page.len().saturating_sub(1)
                     + page.next_cursor.as_ref().map_or(0, |c| c.len() + CURSOR_FIELD_BYTES);
                 prop_assert!(bytes <= byte_limit, "page of {} bytes over {}", bytes, byte_limit);
                 // Every guest call asked for exactly the slots left at that point.
-                let statics_on_page = page.entries.iter().filter(|e| uri_of(e).starts_with("static://")).count();
+                let statics_on_page = page.entries().filter(|e| uri_of(e).starts_with("static://")).count();
                 let mut emitted = statics_on_page;
                 for (_, limit, returned) in calls.lock().unwrap()[before..].iter() {
                     prop_assert_eq!(*limit as usize, page_size as usize - emitted);
                     emitted += returned;
                 }
-                seen.extend(page.entries.iter().map(|e| uri_of(e)));
+                seen.extend(page.entries().map(uri_of));
                 match page.next_cursor {
                     Some(c) => cursor = Some(c),
                     None => break,
@@ -752,7 +845,7 @@ mod tests {
         let pager = pager_of(vec![source("src0", "a", records, &calls)], 10, limit);
         let page = page_of(&pager, &alice(), None).await.unwrap();
         assert_eq!(
-            page.entries.len(),
+            page.len(),
             1,
             "the page ends before the entry that would break the byte bound"
         );
@@ -782,9 +875,8 @@ mod tests {
         let pager = pager_of(vec![typed, untyped], 10, 100_000);
         let page = page_of(&pager, &alice(), None).await.unwrap();
         let entries: Vec<serde_json::Value> = page
-            .entries
-            .iter()
-            .map(|e| serde_json::from_str(e.get()).unwrap())
+            .entries()
+            .map(|e| serde_json::from_str(e).unwrap())
             .collect();
         assert_eq!(entries[0]["mimeType"], "text/markdown");
         assert!(entries[1].get("mimeType").is_none(), "{}", entries[1]);

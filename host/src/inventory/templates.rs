@@ -34,9 +34,8 @@ pub fn page_templates(
             _ => return Err(ListError::InvalidCursor(CursorError::Plaintext.record())),
         },
     };
-    let mut entries = Vec::new();
-    let mut used = 0;
-    while offset < listing.len() && entries.len() < page_size as usize {
+    let mut page = Page::with_capacity(page_size as usize, budget.min(16 * 1024));
+    while offset < listing.len() && page.len() < page_size as usize {
         let json = &listing[offset];
         let next = offset + 1;
         let cursor_cost = if next < listing.len() {
@@ -46,17 +45,16 @@ pub fn page_templates(
         } else {
             0
         };
-        let cost = json.get().len() + usize::from(!entries.is_empty());
-        if used + cost + cursor_cost > budget {
-            if entries.is_empty() {
+        if !page.push_within(budget, cursor_cost, |out| {
+            out.extend_from_slice(json.get().as_bytes())
+        }) {
+            if page.is_empty() {
                 return Err(ListError::EntryTooLarge {
                     source_name: "templates".into(),
                 });
             }
             break;
         }
-        used += cost;
-        entries.push(json.clone());
         offset = next;
     }
     let next_cursor = (offset < listing.len()).then(|| {
@@ -70,8 +68,6 @@ pub fn page_templates(
             &binding,
         )
     });
-    Ok(Page {
-        entries,
-        next_cursor,
-    })
+    page.next_cursor = next_cursor;
+    Ok(page)
 }

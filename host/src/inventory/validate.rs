@@ -8,13 +8,70 @@ use crate::config::{MAX_KEY_LEN, MAX_URI_LEN};
 use crate::fields;
 use crate::runtime::GuestPage;
 use crate::uri_template::UriTemplate;
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// The URIs already on a page. Hashed with FxHash rather than SipHash: at
-/// most 100 short keys per page leave no room for hash flooding, and this
-/// runs for every listed entry.
-pub type UriSet = HashSet<String, BuildHasherDefault<FxHasher>>;
+/// The URIs already on a page (or a traversal, in `devkit`): copied into
+/// one buffer and indexed by their Fx hash, rather than a `String` each
+/// (this runs for every listed entry). FxHash rather than SipHash: a page
+/// holds at most 100 URIs, and URIs whose hashes collide (a hostile guest
+/// can make them) are compared in full, so flooding costs at most a
+/// page's worth of comparisons per entry.
+#[derive(Default)]
+pub struct UriSet {
+    text: String,
+    /// A hash and the span in `text` of the first URI with that hash.
+    first: HashMap<u64, (usize, usize), BuildHasherDefault<FxHasher>>,
+    /// Later URIs whose hash an earlier one already had.
+    collided: Vec<(u64, (usize, usize))>,
+}
+
+impl UriSet {
+    pub fn with_capacity(uris: usize) -> Self {
+        UriSet {
+            text: String::with_capacity(uris * 48),
+            first: HashMap::with_capacity_and_hasher(uris, Default::default()),
+            collided: Vec::new(),
+        }
+    }
+
+    /// Add `uri`; false if it was already in the set.
+    pub fn insert(&mut self, uri: &str) -> bool {
+        let hash = {
+            let mut h = FxHasher::default();
+            h.write(uri.as_bytes());
+            h.finish()
+        };
+        let text = &mut self.text;
+        let span_of = |(start, end): (usize, usize)| start..end;
+        match self.first.entry(hash) {
+            Entry::Vacant(v) => {
+                v.insert(append(text, uri));
+            }
+            Entry::Occupied(o) => {
+                if text[span_of(*o.get())] == *uri
+                    || self
+                        .collided
+                        .iter()
+                        .any(|&(h, span)| h == hash && text[span_of(span)] == *uri)
+                {
+                    return false;
+                }
+                let span = append(text, uri);
+                self.collided.push((hash, span));
+            }
+        }
+        true
+    }
+}
+
+/// Append `s` to `text`; its span there.
+fn append(text: &mut String, s: &str) -> (usize, usize) {
+    let start = text.len();
+    text.push_str(s);
+    (start, text.len())
+}
 
 /// The Fx hash (rustc's): multiply-rotate over 8-byte words.
 #[derive(Default)]
@@ -129,7 +186,7 @@ pub fn validate_page(
         }
         // (Any violation fails the whole listing, so a rejected page may
         // leave some of its URIs in `page_uris`.)
-        if !page_uris.insert(r.uri.to_owned()) {
+        if !page_uris.insert(r.uri) {
             return Err(PageViolation::UriDuplicate { index });
         }
     }
@@ -258,6 +315,41 @@ mod tests {
             check(vec![e], false, 5, None),
             Err(MimeTypeLength { index: 0 })
         );
+    }
+
+    fn fx(s: &str) -> u64 {
+        let mut h = FxHasher::default();
+        h.write(s.as_bytes());
+        h.finish()
+    }
+
+    #[test]
+    fn the_uri_set_is_a_set_even_when_hashes_collide() {
+        let mut set = UriSet::with_capacity(4);
+        assert!(set.insert("a://1"));
+        assert!(!set.insert("a://1"));
+        // Make "a://2" collide with "a://1", as a crafted URI could.
+        let first = set.first[&fx("a://1")];
+        set.first.insert(fx("a://2"), first);
+        assert!(
+            set.insert("a://2"),
+            "a different URI with the same hash is new"
+        );
+        assert!(!set.insert("a://2"), "and found again among the collisions");
+        assert!(!set.insert("a://1"));
+        assert!(set.insert("a://3"));
+        assert!(!set.insert("a://3"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prop_the_uri_set_agrees_with_a_hash_set(uris in proptest::collection::vec("[a-c]{0,3}", 0..60)) {
+            let mut set = UriSet::default();
+            let mut reference = std::collections::HashSet::new();
+            for u in &uris {
+                proptest::prop_assert_eq!(set.insert(u), reference.insert(u.clone()));
+            }
+        }
     }
 
     #[test]

@@ -73,7 +73,10 @@ pub fn caller_key(principal: Option<&Principal>) -> CallerKey {
     match principal {
         None => CallerKey::new("anonymous"),
         Some(p) => {
-            CallerKey::new(serde_json::json!([p.client_id, p.subject, p.audience]).to_string())
+            // Serialized from borrowed fields (a tuple is a JSON array), not
+            // through a `Value` of cloned strings: this runs per request.
+            let identity = (&p.client_id, &p.subject, &p.audience);
+            CallerKey::new(serde_json::to_string(&identity).expect("strings serialize"))
         }
     }
 }

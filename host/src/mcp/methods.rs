@@ -6,7 +6,7 @@ use super::App;
 use super::errors::McpError;
 use super::jsonrpc::RequestId;
 use super::method::{Caching, Method};
-use super::model::{self, ResultBody, ResultResponse, to_bytes};
+use super::model::{self, EntriesMark, ListEnvelope, ResultBody, ResultResponse, to_bytes};
 use super::version::Version;
 use crate::auth::Principal;
 use crate::inventory::templates::page_templates;
@@ -39,9 +39,27 @@ impl Ctx<'_> {
         ))
     }
 
+    /// The response of a list result, with the version's extras, around an
+    /// empty entries array.
+    fn list_envelope<T: Serialize>(
+        &self,
+        body: impl FnOnce(EntriesMark) -> T,
+        caching: Caching,
+    ) -> ListEnvelope {
+        ListEnvelope::new(|entries| {
+            ResultResponse::new(
+                self.id.as_raw_value(),
+                ResultBody::new(self.version, body(entries), caching.fields()),
+            )
+        })
+    }
+
     /// A whole result, bounded: "maxApplicationResultBytes ... bound response bytes."
     fn reply<T: Serialize>(&self, body: T, caching: Caching) -> Result<Reply, McpError> {
-        let body = self.serialize(body, caching);
+        self.bounded(self.serialize(body, caching), caching)
+    }
+
+    fn bounded(&self, body: Vec<u8>, caching: Caching) -> Result<Reply, McpError> {
         if body.len() > self.app.config.max_application_result_bytes {
             tracing::warn!(request_id = %self.id.raw(), bytes = body.len(), "result exceeds max_application_result_bytes");
             return Err(McpError::Internal);
@@ -115,15 +133,12 @@ fn list_templates(
     caching: Caching,
 ) -> Result<Reply, McpError> {
     let app = ctx.app;
-    let empty = model::ListTemplatesResult {
-        resource_templates: &[],
-        next_cursor: None,
-    };
+    let envelope = ctx.list_envelope(
+        |resource_templates| model::ListTemplatesResult { resource_templates },
+        caching,
+    );
     // Everything but the entries and the cursor, measured on the real bytes.
-    let budget = app
-        .config
-        .page_byte_limit()
-        .saturating_sub(ctx.serialize(empty, caching).len());
+    let budget = app.config.page_byte_limit().saturating_sub(envelope.len());
     let page = page_templates(
         &app.template_listing,
         &app.keys,
@@ -132,11 +147,8 @@ fn list_templates(
         app.config.list_pagination.page_size,
         budget,
     )?;
-    ctx.reply(
-        model::ListTemplatesResult {
-            resource_templates: &page.entries,
-            next_cursor: page.next_cursor.as_deref(),
-        },
+    ctx.bounded(
+        envelope.fill(page.joined(), page.next_cursor.as_deref()),
         caching,
     )
 }
@@ -147,16 +159,16 @@ async fn list_resources(
     caching: Caching,
 ) -> Result<Reply, McpError> {
     let app = ctx.app;
-    let empty = model::ListResourcesResult {
-        resources: &[],
-        next_cursor: None,
-    };
+    let envelope = ctx.list_envelope(
+        |resources| model::ListResourcesResult { resources },
+        caching,
+    );
     let page = app
         .pager
         .page(PageRequest {
             principal: ctx.principal,
             cursor: cursor_param(params)?,
-            envelope_bytes: ctx.serialize(empty, caching).len(),
+            envelope_bytes: envelope.len(),
             scope: ctx.scope,
         })
         .await
@@ -166,11 +178,8 @@ async fn list_resources(
             }
             McpError::from(e)
         })?;
-    let reply = ctx.reply(
-        model::ListResourcesResult {
-            resources: &page.entries,
-            next_cursor: page.next_cursor.as_deref(),
-        },
+    let reply = ctx.bounded(
+        envelope.fill(page.joined(), page.next_cursor.as_deref()),
         caching,
     )?;
     if reply.body.len() > app.config.page_byte_limit() {
@@ -179,7 +188,7 @@ async fn list_resources(
         return Err(McpError::Internal);
     }
     let m = crate::telemetry::metrics();
-    m.page_entries.observe(page.entries.len() as f64);
+    m.page_entries.observe(page.len() as f64);
     m.page_bytes.observe(reply.body.len() as f64);
     Ok(reply)
 }

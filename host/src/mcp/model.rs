@@ -179,20 +179,108 @@ pub struct DiscoverResult<'a> {
     pub instructions: Option<&'a str>,
 }
 
+/// `resources/list` without its entries and cursor (see [`ListEnvelope`]).
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ListResourcesResult<'a> {
-    pub resources: &'a [Box<RawValue>],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<&'a str>,
+pub struct ListResourcesResult {
+    pub resources: EntriesMark,
 }
 
+/// `resources/templates/list` without its entries and cursor.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ListTemplatesResult<'a> {
-    pub resource_templates: &'a [Box<RawValue>],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<&'a str>,
+pub struct ListTemplatesResult {
+    pub resource_templates: EntriesMark,
+}
+
+/// A list response serialized with an empty entries array, and where that
+/// array is: the page's entries, already serialized into one buffer by the
+/// pager, are copied in there, and the cursor after it, so that the page's
+/// bytes are written once (not once per entry and again into the response)
+/// and its size is known before it is assembled.
+pub struct ListEnvelope {
+    bytes: Vec<u8>,
+    /// The index of the `]` of the empty array.
+    close: usize,
+}
+
+/// Serializes as `[]` and records where serde wrote it.
+pub struct EntriesMark(std::rc::Rc<Marks>);
+
+#[derive(Default)]
+struct Marks {
+    /// Bytes written so far (kept by `MarkingWriter`).
+    written: std::cell::Cell<usize>,
+    /// Bytes written when the array began.
+    array: std::cell::Cell<Option<usize>>,
+}
+
+impl Serialize for EntriesMark {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // serde_json writes straight to its writer: the array starts here.
+        self.0.array.set(Some(self.0.written.get()));
+        s.collect_seq(std::iter::empty::<()>())
+    }
+}
+
+struct MarkingWriter {
+    out: Vec<u8>,
+    marks: std::rc::Rc<Marks>,
+}
+
+impl std::io::Write for MarkingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.extend_from_slice(buf);
+        self.marks.written.set(self.out.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl ListEnvelope {
+    /// Serialize what `message` builds around an [`EntriesMark`].
+    pub fn new<T: Serialize>(message: impl FnOnce(EntriesMark) -> T) -> Self {
+        let marks = std::rc::Rc::new(Marks::default());
+        let mut w = MarkingWriter {
+            out: Vec::with_capacity(256),
+            marks: marks.clone(),
+        };
+        serde_json::to_writer(&mut w, &message(EntriesMark(marks.clone())))
+            .expect("wire types serialize");
+        let open = marks.array.get().expect("the message holds the entries");
+        debug_assert_eq!(&w.out[open..open + 2], b"[]");
+        ListEnvelope {
+            bytes: w.out,
+            close: open + 1,
+        }
+    }
+
+    /// Bytes of the response with no entries and no cursor.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The response with `entries` (serialized, joined by commas) and the
+    /// cursor, if any, as `,"nextCursor":"…"` after the array.
+    pub fn fill(&self, entries: &[u8], next_cursor: Option<&str>) -> Vec<u8> {
+        let cursor = next_cursor.map_or(0, |c| c.len() + 16);
+        let mut out = Vec::with_capacity(self.bytes.len() + entries.len() + cursor + 8);
+        out.extend_from_slice(&self.bytes[..self.close]);
+        out.extend_from_slice(entries);
+        out.push(b']');
+        if let Some(c) = next_cursor {
+            out.extend_from_slice(b",\"nextCursor\":");
+            serde_json::to_writer(&mut out, c).expect("a string serializes");
+        }
+        out.extend_from_slice(&self.bytes[self.close + 1..]);
+        out
+    }
 }
 
 #[derive(Serialize)]
@@ -291,17 +379,43 @@ mod tests {
 
     #[test]
     fn entries_are_copied_byte_for_byte() {
-        let entries = vec![
-            RawValue::from_string(r#"{"uri":"a://1", "name":"x"}"#.into()).unwrap(),
-            RawValue::from_string(r#"{"uri":"a://2"}"#.into()).unwrap(),
-        ];
-        let body = to_bytes(&ListResourcesResult {
-            resources: &entries,
-            next_cursor: Some("c"),
+        let id = id();
+        let envelope = ListEnvelope::new(|resources| {
+            ResultResponse::new(&id, ListResourcesResult { resources })
         });
         assert_eq!(
-            body,
-            br#"{"resources":[{"uri":"a://1", "name":"x"},{"uri":"a://2"}],"nextCursor":"c"}"#
+            envelope.fill(br#"{"uri":"a://1", "name":"x"},{"uri":"a://2"}"#, Some("c")),
+            br#"{"jsonrpc":"2.0","id":7,"result":{"resources":[{"uri":"a://1", "name":"x"},{"uri":"a://2"}],"nextCursor":"c"}}"#
         );
+        assert_eq!(
+            envelope.fill(b"", None),
+            br#"{"jsonrpc":"2.0","id":7,"result":{"resources":[]}}"#
+        );
+        assert_eq!(envelope.len(), envelope.fill(b"", None).len());
+    }
+
+    #[test]
+    fn the_entries_go_into_the_result_whatever_the_id_says() {
+        // An id that contains what the array looks like, and 2026-07-28's
+        // fields after the array: the entries still land in `resources`.
+        let id = RawValue::from_string(r#""\"resources\":[]""#.into()).unwrap();
+        let envelope = ListEnvelope::new(|resources| {
+            ResultResponse::new(
+                &id,
+                ResultBody::new(
+                    Version::V2026_07_28,
+                    ListTemplatesResult {
+                        resource_templates: resources,
+                    },
+                    Some((0, CacheScope::Public)),
+                ),
+            )
+        });
+        let body = envelope.fill(br#"{"a":1}"#, Some("c\"x"));
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["id"], r#""resources":[]"#);
+        assert_eq!(v["result"]["resourceTemplates"][0]["a"], 1);
+        assert_eq!(v["result"]["nextCursor"], "c\"x");
+        assert_eq!(v["result"]["cacheScope"], "public");
     }
 }
