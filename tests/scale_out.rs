@@ -1,5 +1,6 @@
 //! N instances behind a stock proxy (issue 12, part 3): two emseepea
-//! instances on one shared database, the Debian nginx in front of them with
+//! instances on one PostgreSQL (a throwaway cluster from
+//! tests/support/postgres.rs), the Debian nginx in front of them with
 //! deploy/nginx/emseepea.conf (consistent hashing on `Authorization`), and
 //! the official Python SDK client listing through the proxy.
 //!
@@ -12,59 +13,29 @@
 mod support;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use support::engines::{Engine, TestDb};
 use support::nginx::{Nginx, free_port};
 use support::*;
 
-/// The database every instance shares. One place to change when the
-/// instances move to PostgreSQL: `create` starts (or connects to) it,
-/// `config` is the `[databases.documents]` table each instance gets, and
-/// `insert` writes a record the way any other writer would, outside emseepea.
-enum SharedDb {
-    /// One SQLite file opened by every instance (read-only grants) and by
-    /// the test (rusqlite) for its writes.
-    Sqlite {
-        _dir: tempfile::TempDir,
-        file: PathBuf,
-    },
+/// The database every instance shares: `TestDb` (tests/support/engines.rs)
+/// makes it on either engine, gives the `[databases.documents]` table each
+/// instance gets, and writes records the way any other writer would,
+/// outside emseepea. The issue's setup is PostgreSQL ("all instances on one
+/// PostgreSQL"); the live-record test also runs on one shared SQLite file.
+fn shared_db(engine: Engine) -> TestDb {
+    TestDb::new(
+        engine,
+        &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap(),
+    )
 }
 
-impl SharedDb {
-    fn create() -> SharedDb {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("documents.sqlite");
-        let conn = rusqlite::Connection::open(&file).unwrap();
-        conn.execute_batch(
-            &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql"))
-                .unwrap(),
-        )
-        .unwrap();
-        SharedDb::Sqlite { _dir: dir, file }
-    }
-
-    fn config(&self) -> String {
-        match self {
-            SharedDb::Sqlite { file, .. } => {
-                format!("[databases.documents]\nfile = \"{}\"\n", file.display())
-            }
-        }
-    }
-
-    fn insert(&self, id: &str, owner: &str, order_key: &str) {
-        match self {
-            SharedDb::Sqlite { file, .. } => {
-                rusqlite::Connection::open(file)
-                    .unwrap()
-                    .execute(
-                        "INSERT INTO documents (id, owner, order_key, title, body) \
-                         VALUES (?1, ?2, ?3, ?1, 'text of ' || ?1)",
-                        rusqlite::params![id, owner, order_key],
-                    )
-                    .unwrap();
-            }
-        }
-    }
+/// A document whose title is its id, as another writer would insert it.
+fn insert(db: &TestDb, id: &str, owner: &str, order_key: &str) {
+    db.exec(&format!(
+        "INSERT INTO documents (id, owner, order_key, title, body) \
+         VALUES ('{id}', '{owner}', '{order_key}', '{id}', 'text of {id}');"
+    ));
 }
 
 /// Alice has 7 documents (4 pages of 2), bob 3 (2 pages).
@@ -82,7 +53,7 @@ fn uris(ids: &[&str]) -> Vec<String> {
 /// only the dev-mode token secret, as instances behind one proxy share
 /// their token issuer, and the resource URL, which is the proxy's.
 struct Cluster {
-    db: SharedDb,
+    db: TestDb,
     secret: [u8; 32],
     resource: String,
     /// The instances' addresses (host:port), fixed for the test: a restart
@@ -93,14 +64,19 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// The cluster on PostgreSQL, the issue's setup.
     fn start() -> Cluster {
-        let db = SharedDb::create();
+        Cluster::start_on(Engine::Postgres)
+    }
+
+    fn start_on(engine: Engine) -> Cluster {
+        let db = shared_db(engine);
         // Each id is its own ordering key.
         for id in ALICE {
-            db.insert(id, "alice", id);
+            insert(&db, id, "alice", id);
         }
         for id in BOB {
-            db.insert(id, "bob", id);
+            insert(&db, id, "bob", id);
         }
         let nginx_port = free_port();
         let resource = format!("http://127.0.0.1:{nginx_port}/mcp");
@@ -210,11 +186,11 @@ impl Cluster {
 
 /// One instance's directory and config: the `documents` guest on the shared
 /// database, 2 entries a page, the proxy's URL as its resource (audience).
-fn instance(db: &SharedDb, secret: &[u8; 32], resource: &str) -> Prepared {
+fn instance(db: &TestDb, secret: &[u8; 32], resource: &str) -> Prepared {
     let p = server()
         .config(&format!(
             "[list_pagination]\npage_size = 2\n{}",
-            db.config()
+            db.section("documents")
         ))
         .auth(Some(&format!(
             "[auth]\nmode = \"dev\"\nresource = \"{resource}\"\n"
@@ -365,11 +341,20 @@ async fn alice_and_bob_traverse_through_the_proxy_each_on_one_instance() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_record_inserted_into_the_database_shows_up_through_either_instance() {
-    let c = Cluster::start();
+async fn a_record_inserted_into_postgresql_shows_up_through_either_instance() {
+    a_record_inserted_into_the_database_shows_up_through_either_instance(Engine::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_inserted_into_a_shared_sqlite_file_shows_up_through_either_instance() {
+    a_record_inserted_into_the_database_shows_up_through_either_instance(Engine::Sqlite).await;
+}
+
+async fn a_record_inserted_into_the_database_shows_up_through_either_instance(engine: Engine) {
+    let c = Cluster::start_on(engine);
     let on_a = c.token_on("alice", 0).await;
     let on_b = c.token_on("alice", 1).await;
-    c.db.insert("a3x", "alice", "a3x");
+    insert(&c.db, "a3x", "alice", "a3x");
     let mut want = uris(&ALICE);
     want.insert(3, "learn://documents/a3x".into());
     for (token, instance) in [(&on_a, 0), (&on_b, 1)] {
