@@ -641,3 +641,75 @@ async fn json_logs_carry_the_request_id_of_capability_failures() {
         assert!(v["request_id"].is_string(), "{v}");
     }
 }
+
+/// The PostgreSQL engine's lines carry the request id too: a statement the
+/// server refuses (its SQLSTATE line) and a database that is down (the
+/// unavailable line), each under the request that caused it.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logs_carry_the_request_id_of_postgres_failures() {
+    let pg = support::postgres::Postgres::start();
+    // A port nothing listens on: the database is down.
+    let down = support::nginx::free_port();
+    let s = server()
+        .config(&format!(
+            "[log]\nformat = \"json\"\n\
+             [databases.main]\nengine = \"postgres\"\nurl = \"{}\"\ntls = \"disable\"\n\
+             [databases.down]\nengine = \"postgres\"\nurl = \"postgres://x@127.0.0.1:{down}/x\"\ntls = \"disable\"\n",
+            pg.url()
+        ))
+        .hostile(
+            "refused",
+            "sql",
+            "[grants]\ndatabases = [\"main\"]\n[config]\ndatabase = \"main\"\nsql = \"SELECT * FROM no_such_table\"\n",
+        )
+        .hostile(
+            "gone",
+            "sql",
+            "[grants]\ndatabases = [\"down\"]\n[config]\ndatabase = \"down\"\n",
+        )
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    for (id, uri) in [
+        ("req-pg", "hostile://refused/1"),
+        ("req-down", "hostile://gone/1"),
+    ] {
+        let a = modern(
+            &s.url,
+            Some(&token),
+            json!(id),
+            "resources/read",
+            json!({ "uri": uri }),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{uri}: {}", a.text());
+    }
+    s.expect_log(&["postgres statement failed"]);
+    s.expect_log(&["postgres database unavailable"]);
+    let log = s.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let line = |message: &str| {
+        lines
+            .iter()
+            .find(|v| v["message"].as_str().is_some_and(|m| m == message))
+            .unwrap_or_else(|| panic!("no {message:?} line:\n{log}"))
+    };
+    let failed = line("postgres statement failed");
+    assert_eq!(failed["request_id"], "\"req-pg\"", "{log}");
+    assert_eq!(failed["sqlstate"], "42P01", "{log}");
+    assert_eq!(
+        line("postgres database unavailable")["request_id"],
+        "\"req-down\"",
+        "{log}"
+    );
+    for v in lines.iter().filter(|v| {
+        v["level"] == "WARN"
+            && v["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("emseepea::runtime"))
+    }) {
+        assert!(v["request_id"].is_string(), "{v}");
+    }
+}

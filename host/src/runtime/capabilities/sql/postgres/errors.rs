@@ -26,13 +26,15 @@ pub enum PgError {
     Failed(&'static str),
 }
 
-/// Classify a driver error for `database`, logging the detail.
-pub fn classify(e: &tokio_postgres::Error, database: &str) -> PgError {
+/// Classify a driver error for `database`, logging the detail under the
+/// request it happened in.
+pub fn classify(e: &tokio_postgres::Error, database: &str, request_id: &str) -> PgError {
     if let Some(db) = e.as_db_error() {
         let code = db.code();
         let kind = from_sqlstate(code);
         tracing::warn!(
             database,
+            request_id,
             sqlstate = code.code(),
             detail = ?GuestText::new(db.message()),
             "postgres statement failed"
@@ -40,13 +42,13 @@ pub fn classify(e: &tokio_postgres::Error, database: &str) -> PgError {
         return kind;
     }
     if e.is_closed() {
-        tracing::warn!(database, error = %e, "postgres connection lost");
+        tracing::warn!(database, request_id, error = %e, "postgres connection lost");
         return PgError::Unavailable;
     }
     // Not from the server: a parameter that does not fit its placeholder
     // (conversion) or a lost connection (I/O).
     let text = e.to_string();
-    tracing::warn!(database, detail = ?GuestText::new(&text), "postgres statement failed in the client");
+    tracing::warn!(database, request_id, detail = ?GuestText::new(&text), "postgres statement failed in the client");
     if std::error::Error::source(e).is_some_and(|s| s.is::<super::values::ParamMismatch>()) {
         PgError::Failed("a parameter does not fit its placeholder's type")
     } else if std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()) {

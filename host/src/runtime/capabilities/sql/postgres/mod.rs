@@ -71,7 +71,10 @@ impl PostgresPool {
     }
 
     pub async fn open(&self, call: OpenCall<'_>) -> Result<PgConnection, EngineError> {
-        Ok(self.0.open(call.source, call.deadline, call.cancel).await?)
+        Ok(self
+            .0
+            .open(call.source, call.request_id, call.deadline, call.cancel)
+            .await?)
     }
 }
 
@@ -126,17 +129,20 @@ impl PostgresDatabase {
         })
     }
 
-    /// A connection for one call of `source`, waiting at most until `deadline`.
+    /// A connection for one call of `source` (request `request_id`, for
+    /// the log), waiting at most until `deadline`.
     pub async fn open(
         self: &Arc<Self>,
         source: &Arc<str>,
+        request_id: &Arc<str>,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<PgConnection, PgError> {
-        let client = self.checkout(source, deadline, cancel).await?;
+        let client = self.checkout(source, request_id, deadline, cancel).await?;
         Ok(PgConnection {
             db: self.clone(),
             source: source.clone(),
+            request_id: request_id.clone(),
             client: Some(client),
             poisoned: Arc::new(AtomicBool::new(false)),
         })
@@ -145,6 +151,7 @@ impl PostgresDatabase {
     async fn checkout(
         &self,
         source: &str,
+        request_id: &str,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<Object, PgError> {
@@ -155,19 +162,20 @@ impl PostgresDatabase {
             recycle: Some(PG_RESET_TIMEOUT.min(remaining)),
         };
         tokio::select! {
-            got = self.pool.timeout_get(&timeouts) => got.map_err(|e| self.unavailable(source, e)),
+            got = self.pool.timeout_get(&timeouts) => got.map_err(|e| self.unavailable(source, request_id, e)),
             _ = tokio::time::sleep_until(deadline.into()) => Err(PgError::Deadline),
             _ = cancel.cancelled() => Err(PgError::Interrupted),
         }
     }
 
-    fn unavailable(&self, source: &str, e: PoolError) -> PgError {
+    fn unavailable(&self, source: &str, request_id: &str, e: PoolError) -> PgError {
         let reason = match e {
             PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => "pool_busy",
             _ => "connect",
         };
         tracing::warn!(
             source,
+            request_id,
             database = %self.label,
             reason,
             error = %e,
@@ -198,6 +206,10 @@ fn remaining(deadline: Instant) -> Result<Duration, PgError> {
 pub struct PgConnection {
     db: Arc<PostgresDatabase>,
     source: Arc<str>,
+    /// The request whose call holds the connection (its statements' log
+    /// lines carry it); [`PgConnection::query`] and
+    /// [`PgConnection::execute`] take it from each statement's call.
+    request_id: Arc<str>,
     client: Option<Object>,
     /// Set when a cancel request was sent on this connection: it may still
     /// land on whatever runs next there, so the connection is closed.
@@ -213,6 +225,7 @@ impl PgConnection {
         bounds: Bounds,
         call: StatementCall<'_>,
     ) -> Result<Fetched, EngineError> {
+        self.request_id = call.request_id.clone();
         let (rows, bytes) = self
             .query_rows(&sql, &params, bounds, call.deadline, call.cancel)
             .await?;
@@ -226,6 +239,7 @@ impl PgConnection {
         params: Vec<Value>,
         call: StatementCall<'_>,
     ) -> Result<u64, EngineError> {
+        self.request_id = call.request_id.clone();
         Ok(self
             .execute_rows(&sql, &params, call.deadline, call.cancel)
             .await?)
@@ -240,13 +254,13 @@ impl PgConnection {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<(Rows, usize), PgError> {
-        let label = self.db.label.clone();
+        let at = At::of(self);
         self.statement(
             sql,
             params,
             deadline,
             cancel,
-            async move |tx, stmt, params| read_rows(tx, stmt, params, bounds, &label).await,
+            async move |tx, stmt, params| read_rows(tx, stmt, params, bounds, &at).await,
         )
         .await
     }
@@ -259,7 +273,7 @@ impl PgConnection {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<u64, PgError> {
-        let label = self.db.label.clone();
+        let at = At::of(self);
         self.statement(
             sql,
             params,
@@ -268,7 +282,7 @@ impl PgConnection {
             async move |tx, stmt, params| {
                 tx.execute_raw(stmt, params.iter().map(values::Param))
                     .await
-                    .map_err(|e| Finished(errors::classify(&e, &label)))
+                    .map_err(|e| Finished(at.classify(&e)))
             },
         )
         .await
@@ -290,7 +304,7 @@ impl PgConnection {
         ) -> Result<T, Stopped>,
     ) -> Result<T, PgError> {
         let sql = placeholders::translate(sql).map_err(|e| {
-            tracing::warn!(database = %self.db.label, error = %e, "postgres statement refused");
+            tracing::warn!(database = %self.db.label, request_id = %self.request_id, error = %e, "postgres statement refused");
             PgError::Failed("use ?N placeholders")
         })?;
         let left = remaining(deadline)?;
@@ -300,19 +314,23 @@ impl PgConnection {
                 drop(Object::take(old));
             }
             self.poisoned = Arc::new(AtomicBool::new(false));
-            self.client = Some(self.db.checkout(&self.source, deadline, cancel).await?);
+            self.client = Some(
+                self.db
+                    .checkout(&self.source, &self.request_id, deadline, cancel)
+                    .await?,
+            );
         }
-        let label = self.db.label.clone();
+        let at = At::of(self);
         let read_only = self.db.read_only;
         let client: &mut tokio_postgres::Client = self.client.as_mut().expect("checked out above");
         let mut guard = CancelOnDrop {
             token: Some(client.cancel_token()),
             tls: self.db.tls.clone(),
             poisoned: self.poisoned.clone(),
-            database: label.clone(),
+            at: at.clone(),
         };
         let run = async {
-            let fail = |e: tokio_postgres::Error| Finished(errors::classify(&e, &label));
+            let fail = |e: tokio_postgres::Error| Finished(at.classify(&e));
             let tx = client
                 .build_transaction()
                 .read_only(read_only)
@@ -353,6 +371,26 @@ impl PgConnection {
     }
 }
 
+/// Where a statement runs, for its log lines: the database and the request.
+#[derive(Clone)]
+struct At {
+    database: String,
+    request_id: Arc<str>,
+}
+
+impl At {
+    fn of(conn: &PgConnection) -> At {
+        At {
+            database: conn.db.label.clone(),
+            request_id: conn.request_id.clone(),
+        }
+    }
+
+    fn classify(&self, e: &tokio_postgres::Error) -> PgError {
+        errors::classify(e, &self.database, &self.request_id)
+    }
+}
+
 /// How `work` failed: whether the server still runs the statement.
 enum Stopped {
     Finished(PgError),
@@ -365,21 +403,21 @@ async fn read_rows(
     stmt: &tokio_postgres::Statement,
     params: &[Value],
     bounds: Bounds,
-    label: &str,
+    at: &At,
 ) -> Result<(Rows, usize), Stopped> {
     let columns: Vec<String> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
     let types: Vec<_> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
     for ty in &types {
         if let Err(e) = values::check_column(ty) {
-            tracing::warn!(database = label, error = %e, "postgres column refused");
+            tracing::warn!(database = at.database, request_id = %at.request_id, error = %e, "postgres column refused");
             return Err(Finished(PgError::Failed("unsupported column type")));
         }
     }
-    let fail = |e: tokio_postgres::Error| Unfinished(errors::classify(&e, label));
+    let fail = |e: tokio_postgres::Error| Unfinished(at.classify(&e));
     let stream = tx
         .query_raw(stmt, params.iter().map(values::Param))
         .await
-        .map_err(|e| Finished(errors::classify(&e, label)))?;
+        .map_err(|e| Finished(at.classify(&e)))?;
     let mut stream = std::pin::pin!(stream);
     let mut rows = Vec::new();
     let mut bytes = 0usize;
@@ -396,7 +434,7 @@ async fn read_rows(
                 return Err(Unfinished(PgError::TooLarge));
             }
             values.push(raw.decode(ty).map_err(|e| {
-                tracing::warn!(database = label, error = %e, "postgres value not decodable");
+                tracing::warn!(database = at.database, request_id = %at.request_id, error = %e, "postgres value not decodable");
                 Unfinished(PgError::Failed("unsupported column value"))
             })?);
         }
@@ -445,7 +483,7 @@ struct CancelOnDrop {
     token: Option<CancelToken>,
     tls: Tls,
     poisoned: Arc<AtomicBool>,
-    database: String,
+    at: At,
 }
 
 impl CancelOnDrop {
@@ -464,7 +502,10 @@ impl Drop for CancelOnDrop {
             return;
         };
         let tls = self.tls.clone();
-        let database = std::mem::take(&mut self.database);
+        let At {
+            database,
+            request_id,
+        } = self.at.clone();
         rt.spawn(async move {
             let sent = tokio::time::timeout(PG_CANCEL_TIMEOUT, async {
                 match tls {
@@ -475,12 +516,14 @@ impl Drop for CancelOnDrop {
             .await;
             match sent {
                 Ok(Ok(())) => {
-                    tracing::info!(database, "postgres statement cancelled on the server")
+                    tracing::info!(database, %request_id, "postgres statement cancelled on the server")
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(database, error = %e, "postgres cancel request failed")
+                    tracing::warn!(database, %request_id, error = %e, "postgres cancel request failed")
                 }
-                Err(_) => tracing::warn!(database, "postgres cancel request timed out"),
+                Err(_) => {
+                    tracing::warn!(database, %request_id, "postgres cancel request timed out")
+                }
             }
         });
     }

@@ -35,7 +35,9 @@ impl TestDb {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<PgConnection, PgError> {
-        self.db.open(&self.source, deadline, cancel).await
+        self.db
+            .open(&self.source, &"req-test".into(), deadline, cancel)
+            .await
     }
 }
 
