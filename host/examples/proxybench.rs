@@ -5,9 +5,11 @@
 //! build, default release; builds the guests and the binary first)
 //! env: USERS (default 8), DOCS per user (default 2000), SECONDS (per
 //! scenario, default 8), CONNECTIONS (default 8), ROUNDS (single-client
-//! traversals per side, default 5)
+//! traversals per side, default 5), ENGINE (`sqlite`, the default, or
+//! `postgres`: a throwaway PostgreSQL from tests/support/postgres.rs)
 //!
-//! Every instance serves the `documents` guest from one shared SQLite file;
+//! Every instance serves the `documents` guest from one shared database
+//! (one SQLite file, or one PostgreSQL with ENGINE=postgres);
 //! nginx runs deploy/nginx/emseepea.conf (the test harness's generated
 //! config, tests/support/nginx.rs, reused here). Two measurements:
 //! 1. one client, one user's full traversal, page after page: pages/s and
@@ -29,6 +31,8 @@ use tokio::net::TcpStream;
 
 #[path = "../../tests/support/nginx.rs"]
 mod nginx;
+#[path = "../../tests/support/postgres.rs"]
+mod postgres;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -71,7 +75,7 @@ impl Drop for Instance {
 /// One instance of `documents` on `db`; `resource` is the proxy's URL for
 /// the instances behind it (none: the instance's own). `secret` is the
 /// dev-token secret the instances behind one proxy share.
-fn start(db: &Path, resource: Option<&str>, secret: &[u8; 32]) -> Instance {
+fn start(db: &Db, resource: Option<&str>, secret: &[u8; 32]) -> Instance {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
@@ -105,10 +109,10 @@ fn start(db: &Path, resource: Option<&str>, secret: &[u8; 32]) -> Instance {
         format!(
             "sources_dir = \"sources\"\nstate_dir = \"state\"\ncache_dir = \"{}\"\ncache_key_file = \"{}.key\"\n\
              [http]\nmax_connections_per_peer = 512\n\
-             [databases.documents]\nfile = \"{}\"\n[auth]\nmode = \"dev\"\n{resource}",
+             {}[auth]\nmode = \"dev\"\n{resource}",
             cache.display(),
             cache.display(),
-            db.display()
+            db.section()
         ),
     )
     .unwrap();
@@ -155,6 +159,49 @@ fn token(config: &Path, sub: &str, audience: &str) -> String {
         .unwrap();
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The database every instance shares.
+enum Db {
+    Sqlite(PathBuf),
+    Postgres(postgres::Postgres),
+}
+
+impl Db {
+    /// The `[databases.documents]` table of every instance.
+    fn section(&self) -> String {
+        match self {
+            Db::Sqlite(file) => format!("[databases.documents]\nfile = \"{}\"\n", file.display()),
+            Db::Postgres(pg) => format!(
+                "[databases.documents]\nengine = \"postgres\"\nurl = \"{}\"\ntls = \"disable\"\n",
+                pg.url()
+            ),
+        }
+    }
+
+    fn engine(&self) -> &'static str {
+        match self {
+            Db::Sqlite(_) => "SQLite",
+            Db::Postgres(_) => "PostgreSQL",
+        }
+    }
+}
+
+/// USERS users with DOCS documents each, the same rows as [`seed`], in a
+/// fresh PostgreSQL.
+fn seed_postgres(users: usize, docs: usize) -> postgres::Postgres {
+    let pg = postgres::Postgres::start();
+    pg.psql(
+        &std::fs::read_to_string(root().join("guest-examples/documents/sql/schema.sql")).unwrap(),
+    );
+    pg.psql(&format!(
+        "INSERT INTO documents (id, owner, order_key, title, body) \
+         SELECT i, 'user' || u, i, i, 'body' FROM generate_series(0, {}) u, generate_series(0, {}) d, \
+         LATERAL (SELECT 'u' || lpad(u::text, 2, '0') || '-' || lpad(d::text, 6, '0') AS i) ids",
+        users - 1,
+        docs - 1
+    ));
+    pg
 }
 
 /// USERS users with DOCS documents each, in one SQLite file.
@@ -416,8 +463,15 @@ async fn main() {
     let connections = env_or("CONNECTIONS", 8);
     let rounds = env_or("ROUNDS", 5);
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("documents.sqlite");
-    seed(&db, users, docs);
+    let db = match std::env::var("ENGINE").as_deref() {
+        Ok("postgres") => Db::Postgres(seed_postgres(users, docs)),
+        Ok("sqlite") | Err(_) => {
+            let file = dir.path().join("documents.sqlite");
+            seed(&file, users, docs);
+            Db::Sqlite(file)
+        }
+        Ok(other) => panic!("ENGINE is sqlite or postgres, not {other:?}"),
+    };
     let secret: [u8; 32] = rand::random();
     let direct = start(&db, None, &secret);
     let port = nginx::free_port();
@@ -433,8 +487,9 @@ async fn main() {
         .collect();
 
     println!(
-        "## `documents` through nginx ({} build, {users} users × {docs} documents, 50 per page)\n",
-        profile()
+        "## `documents` through nginx ({} build, {}, {users} users × {docs} documents, 50 per page)\n",
+        profile(),
+        db.engine()
     );
     println!("### One client, full traversals ({rounds} rounds after one warm-up)\n");
     println!(
