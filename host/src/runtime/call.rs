@@ -126,7 +126,7 @@ impl Source {
             .capabilities
             .for_call(&self.log_name, &scope.request_id, budget.deadline)
             .map_err(|e| GuestError::Instantiate(e.to_string()))?;
-        let (stdout, stderr) = capabilities.wasi.output();
+        let captured = capabilities.wasi.output();
         let state = HostState {
             table: wasmtime::component::ResourceTable::new(),
             memory: MemoryAccount::new(budget.memory_bytes),
@@ -176,14 +176,16 @@ impl Source {
             store.data().memory.used(),
             std::sync::atomic::Ordering::Relaxed,
         );
-        for (stream, pipe) in [("stdout", &stdout), ("stderr", &stderr)] {
-            output::forward(
-                &self.output,
-                &self.log_name,
-                &scope.request_id,
-                stream,
-                &pipe.contents(),
-            );
+        if let Some(captured) = captured {
+            for (stream, pipe) in [("stdout", &captured.stdout), ("stderr", &captured.stderr)] {
+                output::forward(
+                    &self.output,
+                    &self.log_name,
+                    &scope.request_id,
+                    stream,
+                    &pipe.contents(),
+                );
+            }
         }
         result
     }

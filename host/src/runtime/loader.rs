@@ -320,7 +320,7 @@ async fn load_one(
     let budget = manifest.budget.apply(config.budget);
     check_budget("budget", &budget, config.runtime.max_memory_bytes)
         .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
-    let capabilities = shared
+    let mut capabilities = shared
         .grant(&manifest)
         .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
 
@@ -333,6 +333,7 @@ async fn load_one(
             tokio::task::block_in_place(|| cache.load_or_compile(&engine, &wasm, &wasm_sha256));
         cache_result.map_err(|e| LoadError::new(file, e.to_string()))?
     };
+    capabilities.wasi.uses = super::capabilities::wasi::WasiUse::of(&component);
     let pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
         LoadError::new(
             file,

@@ -4,13 +4,20 @@
 //! (`[directories.LABEL]` in the server config, `grants.directories` in a
 //! manifest). stdout/stderr are captured (bounded) and logged with the
 //! source name.
+//!
+//! A component that imports no `wasi:` interface (the Rust guests built for
+//! the inventory world alone) cannot call a WASI host function, so its calls
+//! get no context at all: building one (two capture pipes, the random and
+//! clock state, the preopens) was the larger part of each call's store setup.
+//! Which case a source is in is decided once, at load, from the component's
+//! imports ([`WasiUse::of`]).
 
 use super::{CallInfo, CallView, Capability};
 use crate::config::{Config, SourceManifest};
 use crate::runtime::host_state::HostState;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use wasmtime::component::Linker;
+use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
@@ -27,6 +34,36 @@ pub struct Wasi {
 pub struct WasiGrants {
     /// (label, host path): preopened read-only at `/LABEL`.
     pub directories: Vec<(String, PathBuf)>,
+    /// Whether the source's component can reach a WASI context at all; set
+    /// by the loader once the component is compiled.
+    pub uses: WasiUse,
+}
+
+/// Whether a component imports any WASI interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WasiUse {
+    /// It does (or it is not known yet): every call gets a full context.
+    #[default]
+    Imported,
+    /// It imports nothing from `wasi:`: no host function of WASI (nor of
+    /// wasi-http, whose streams are WASI's) can be called, so calls get none.
+    NotImported,
+}
+
+impl WasiUse {
+    /// Read from the component's import names (`wasi:io/streams@0.2.x`, ...).
+    pub fn of(component: &Component) -> Self {
+        let engine = component.engine();
+        let imports_wasi = component
+            .component_type()
+            .imports(engine)
+            .any(|(name, _)| name.starts_with("wasi:"));
+        if imports_wasi {
+            Self::Imported
+        } else {
+            Self::NotImported
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,24 +82,62 @@ pub struct PreopenError {
     message: String,
 }
 
-/// One call's WASI context and its captured output.
-pub struct WasiCall {
+/// One call's WASI state.
+pub enum WasiCall {
+    /// The component imports WASI: its context and captured output.
+    Live(Box<LiveWasi>),
+    /// The component imports no WASI: nothing was built.
+    Absent,
+}
+
+/// A WASI context and the pipes its stdout and stderr are captured in.
+pub struct LiveWasi {
     ctx: WasiCtx,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
 
+/// A call's captured stdout and stderr (shared handles: read them after the
+/// call).
+pub struct CapturedOutput {
+    pub stdout: MemoryOutputPipe,
+    pub stderr: MemoryOutputPipe,
+}
+
 impl WasiCall {
-    /// The call's captured stdout and stderr (shared handles: read them
-    /// after the call).
-    pub fn output(&self) -> (MemoryOutputPipe, MemoryOutputPipe) {
-        (self.stdout.clone(), self.stderr.clone())
+    /// The call's captured output; none when no context was built.
+    pub fn output(&self) -> Option<CapturedOutput> {
+        match self {
+            Self::Live(live) => Some(CapturedOutput {
+                stdout: live.stdout.clone(),
+                stderr: live.stderr.clone(),
+            }),
+            Self::Absent => None,
+        }
+    }
+
+    fn ctx(&mut self) -> &mut WasiCtx {
+        if let Self::Absent = self {
+            // Unreachable through the linker (a component without WASI
+            // imports has no WASI function to call); should it ever happen,
+            // fail closed: a context with no directories and nothing captured.
+            *self = Self::Live(Box::new(LiveWasi::bare()));
+        }
+        match self {
+            Self::Live(live) => &mut live.ctx,
+            Self::Absent => unreachable!("replaced above"),
+        }
     }
 }
 
-impl WasiGrants {
-    /// A fresh WASI context for one call.
-    pub fn build(&self) -> Result<WasiCall, PreopenError> {
+impl LiveWasi {
+    /// A context with no authority: stdout/stderr captured, stdin closed,
+    /// no sockets, no name lookup, no directories.
+    fn builder() -> (
+        wasmtime_wasi::WasiCtxBuilder,
+        MemoryOutputPipe,
+        MemoryOutputPipe,
+    ) {
         let stdout = MemoryOutputPipe::new(CAPTURED_OUTPUT_BYTES);
         let stderr = MemoryOutputPipe::new(CAPTURED_OUTPUT_BYTES);
         let mut builder = WasiCtx::builder();
@@ -72,6 +147,26 @@ impl WasiGrants {
             .allow_tcp(false)
             .allow_udp(false);
         builder.allow_ip_name_lookup(false);
+        (builder, stdout, stderr)
+    }
+
+    fn bare() -> Self {
+        let (mut builder, stdout, stderr) = Self::builder();
+        Self {
+            ctx: builder.build(),
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl WasiGrants {
+    /// A call's WASI state: a fresh context when the component imports WASI.
+    pub fn build(&self) -> Result<WasiCall, PreopenError> {
+        if self.uses == WasiUse::NotImported {
+            return Ok(WasiCall::Absent);
+        }
+        let (mut builder, stdout, stderr) = LiveWasi::builder();
         for (label, path) in &self.directories {
             builder
                 .preopened_dir(path, format!("/{label}"), FsPerms::ReadOnly)
@@ -80,11 +175,11 @@ impl WasiGrants {
                     message: format!("{e:#}"),
                 })?;
         }
-        Ok(WasiCall {
+        Ok(WasiCall::Live(Box::new(LiveWasi {
             ctx: builder.build(),
             stdout,
             stderr,
-        })
+        })))
     }
 }
 
@@ -121,7 +216,10 @@ impl Capability for Wasi {
             }
             directories.push((label.clone(), path.clone()));
         }
-        Ok(WasiGrants { directories })
+        Ok(WasiGrants {
+            directories,
+            uses: WasiUse::default(),
+        })
     }
 
     fn call(grant: &WasiGrants, _call: &CallInfo) -> Result<WasiCall, PreopenError> {
@@ -140,7 +238,7 @@ impl Capability for Wasi {
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
-            ctx: &mut self.capabilities.wasi.ctx,
+            ctx: self.capabilities.wasi.ctx(),
             table: &mut self.table,
         }
     }
@@ -200,6 +298,42 @@ mod tests {
             .await
             .unwrap();
         assert!(report.contains("read=Err("), "{report}");
+    }
+
+    fn guest_component(relative: &str) -> Component {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = wasmtime::Engine::new(&config).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/guests")
+            .join(relative);
+        Component::from_file(&engine, &path)
+            .unwrap_or_else(|e| panic!("{}: {e:#} (run `cargo xtask guests`)", path.display()))
+    }
+
+    #[test]
+    fn a_component_without_wasi_imports_gets_no_context_per_call() {
+        // The catalog guest imports only emseepea interfaces; the hostile one
+        // imports WASI (and wasi-http).
+        let catalog = WasiUse::of(&guest_component("catalog.wasm"));
+        let hostile = WasiUse::of(&guest_component("hostile/hostile.wasm"));
+        assert_eq!(catalog, WasiUse::NotImported);
+        assert_eq!(hostile, WasiUse::Imported);
+        let none = WasiGrants {
+            uses: catalog,
+            ..Default::default()
+        };
+        let mut call = none.build().unwrap();
+        assert!(matches!(call, WasiCall::Absent));
+        assert!(call.output().is_none());
+        // Reached anyway: a context with no authority, made on the spot.
+        call.ctx();
+        assert!(matches!(call, WasiCall::Live(_)));
+        let some = WasiGrants {
+            uses: hostile,
+            ..Default::default()
+        };
+        assert!(some.build().unwrap().output().is_some());
     }
 
     #[test]
