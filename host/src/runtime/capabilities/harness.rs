@@ -112,7 +112,11 @@ impl Harness {
         super::add_to_linker(&mut linker).expect("link");
         let deadline = Instant::now() + self.deadline;
         let capabilities = grants
-            .for_call(&Arc::from("harness"), &Arc::from("harness-request"), deadline)
+            .for_call(
+                &Arc::from("harness"),
+                &Arc::from("harness-request"),
+                deadline,
+            )
             .expect("call state");
         let state = HostState {
             table: ResourceTable::new(),
