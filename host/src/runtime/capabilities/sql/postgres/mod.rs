@@ -360,6 +360,17 @@ impl PgConnection {
                 guard.disarm();
                 Ok(out)
             }
+            // Our `statement_timeout` is the call's remaining time, so the
+            // server may stop the statement a moment before our own timer
+            // fires: a cancellation near the deadline of a call nobody
+            // cancelled is the deadline (the call's trap, as on SQLite).
+            Err(Finished(PgError::Interrupted))
+                if !cancel.is_cancelled()
+                    && Instant::now() + STATEMENT_TIMEOUT_SLACK >= deadline =>
+            {
+                guard.disarm();
+                Err(PgError::Deadline)
+            }
             // The server is done with the statement.
             Err(Finished(e)) => {
                 guard.disarm();
@@ -370,6 +381,10 @@ impl PgConnection {
         }
     }
 }
+
+/// How early before the call's deadline the server's `statement_timeout`
+/// may fire (whole milliseconds, the round trip) and still be the deadline.
+const STATEMENT_TIMEOUT_SLACK: Duration = Duration::from_millis(250);
 
 /// Where a statement runs, for its log lines: the database and the request.
 #[derive(Clone)]
