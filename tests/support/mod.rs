@@ -3,8 +3,9 @@
 //! speak MCP to it over HTTP.
 #![allow(dead_code)]
 
-pub mod nginx;
+pub mod clients;
 pub mod engines;
+pub mod nginx;
 pub mod postgres;
 
 use serde_json::{Value, json};
