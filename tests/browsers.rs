@@ -6,6 +6,7 @@
 
 mod support;
 use serde_json::json;
+use support::clients::{installed, run_json};
 use support::*;
 
 const ALLOWED: &str = "http://localhost:6274";
@@ -208,25 +209,13 @@ fn static_server(dir: &std::path::Path) -> u16 {
 }
 
 fn node(args: &[&str]) -> serde_json::Value {
-    let dir = root().join("tests/clients/node");
-    assert!(
-        dir.join("node_modules/puppeteer-core").is_dir(),
-        "run `cargo xtask clients` (npm ci in tests/clients/node)"
-    );
-    let out = std::process::Command::new("node")
-        .current_dir(&dir)
-        .arg("browser_client.mjs")
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "browser driver failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    installed("tests/clients/node/node_modules/puppeteer-core");
+    run_json(
+        std::process::Command::new("node")
+            .current_dir(root().join("tests/clients/node"))
+            .arg("browser_client.mjs")
+            .args(args),
+    )
 }
 
 #[test]

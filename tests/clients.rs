@@ -6,32 +6,9 @@
 mod support;
 use serde_json::Value;
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::process::Command;
+use support::clients::{installed, python, run_json};
 use support::*;
-
-fn installed(rel: &str) -> PathBuf {
-    let p = root().join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo xtask clients` (or `cargo xtask test`)",
-        p.display()
-    );
-    p
-}
-
-fn run_json(cmd: &mut Command) -> Value {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
 
 /// A 1,000-item catalog behind dev-mode auth, with the conformance fixtures.
 fn catalog_server() -> Server {
@@ -89,13 +66,6 @@ fn check_traversal(out: &Value) {
         out["templates"],
         serde_json::json!(["catalog://catalog/items/{id}", "test://template/{id}/data"])
     );
-}
-
-fn python(venv: &str, script: &str) -> Command {
-    let py = installed(&format!("target/clients/{venv}/bin/python"));
-    let mut c = Command::new(py);
-    c.arg(root().join("tests/clients/python").join(script));
-    c
 }
 
 #[test]

@@ -11,31 +11,10 @@
 
 mod support;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+use support::clients::{installed, python, run, run_json};
 use support::*;
-
-fn installed(rel: &str) -> PathBuf {
-    let p = root().join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo xtask guests` and `cargo xtask clients` (or `cargo xtask test`)",
-        p.display()
-    );
-    p
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 /// `emseepea new NAME --lang LANG --dir DIR`: the printed build command.
 fn scaffold(name: &str, lang: &str, dir: &Path) -> String {
@@ -123,21 +102,18 @@ fn test_source(project: &Path, wasm: &Path) {
 fn serve_and_list(name: &str, project: &Path, wasm: &Path) {
     let manifest = std::fs::read_to_string(project.join("manifest.toml")).unwrap();
     let s = server().source_file(name, wasm, &manifest).start();
-    let python = installed("target/clients/py-mcp2/bin/python");
-    let client = root().join("tests/clients/python/mcp2_client.py");
     let uri = |id: &str| format!("{name}://records/{id}");
     for (user, ids, other) in [
         ("alice", &["a1", "a2", "a3"][..], "b1"),
         ("bob", &["b1", "b2"][..], "a1"),
     ] {
         let token = s.token(Some(user), &format!("{name}:read"));
-        let out = run(Command::new(&python).arg(&client).arg(&s.url).args([
+        let out = run_json(python("py-mcp2", "mcp2_client.py").arg(&s.url).args([
             "--token",
             &token,
             "--read",
             &uri(ids[0]),
         ]));
-        let out: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
         let expected: Vec<String> = ids.iter().map(|id| uri(id)).collect();
         assert_eq!(out["uris"], serde_json::json!(expected), "{user}: {out:#}");
         assert!(

@@ -10,21 +10,12 @@ mod support;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command};
 use std::sync::mpsc;
 use std::time::Duration;
+use support::clients::{installed, python, run_json};
 use support::*;
-
-fn installed(rel: &str) -> PathBuf {
-    let p = root().join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo xtask clients` (or `cargo xtask test`)",
-        p.display()
-    );
-    p
-}
 
 /// The client configuration block of README.md, verbatim.
 fn readme_snippet() -> Value {
@@ -119,19 +110,6 @@ fn check_traversal(out: &Value) {
     assert_eq!(out["missing"], -32002);
 }
 
-fn run_json(cmd: &mut Command) -> Value {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
-
 fn stdio_server_entry(config: &Value) -> String {
     config["mcpServers"]["emseepea"].to_string()
 }
@@ -141,10 +119,8 @@ fn python_sdk_stdio_client_runs_the_cursor_loop() {
     let p = catalog();
     let t = token(&p.config_path, "alice", "catalog:read", 3600);
     let config = client_config(&p.config_path, Some(&t));
-    let py = installed("target/clients/py-mcp1/bin/python");
-    let mut cmd = Command::new(py);
-    cmd.arg(root().join("tests/clients/python/mcp1_stdio_client.py"))
-        .arg(stdio_server_entry(&config));
+    let mut cmd = python("py-mcp1", "mcp1_stdio_client.py");
+    cmd.arg(stdio_server_entry(&config));
     for u in SAMPLES {
         cmd.args(["--read", u]);
     }

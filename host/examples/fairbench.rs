@@ -10,80 +10,26 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-/// The release server, or `EMSEEPEA_BIN` (e.g. a debug build for a smoke run).
-fn bin() -> PathBuf {
-    let b = std::env::var_os("EMSEEPEA_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/release/emseepea"));
-    assert!(
-        b.is_file(),
-        "build it first: cargo build --release --bin emseepea"
-    );
-    b
-}
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Server {
-    child: Child,
-    url: String,
-    config: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod common;
+use common::{Server, connect, env_or, release_bin as bin, root};
 
 fn start(delay_ms: u64) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let sources = dir.path().join("sources");
-    std::fs::create_dir_all(&sources).unwrap();
-    for (stem, guest, manifest) in [
-        (
-            "catalog",
-            "catalog",
-            "[config]\nitems = \"1000\"\n".to_owned(),
-        ),
-        (
-            "slow",
-            "hostile/hostile",
-            format!(
-                "[budget]\nmax_duration_ms = 30000\n[config]\nname = \"slow\"\nmode = \"slow\"\ndelay_ms = \"{delay_ms}\"\n"
-            ),
-        ),
-    ] {
-        std::fs::copy(
-            root().join(format!("target/guests/{guest}.wasm")),
-            sources.join(format!("{stem}.wasm")),
-        )
-        .unwrap();
-        std::fs::write(sources.join(format!("{stem}.toml")), manifest).unwrap();
-    }
+    let slow = format!(
+        "[budget]\nmax_duration_ms = 30000\n[config]\nname = \"slow\"\nmode = \"slow\"\ndelay_ms = \"{delay_ms}\"\n"
+    );
+    common::write_sources(
+        &dir.path().join("sources"),
+        &[
+            ("catalog", "catalog", "[config]\nitems = \"1000\"\n"),
+            ("slow", "hostile/hostile", &slow),
+        ],
+    );
     let config = dir.path().join("c.toml");
     std::fs::write(
         &config,
@@ -93,41 +39,11 @@ fn start(delay_ms: u64) -> Server {
         ),
     )
     .unwrap();
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("EMSEEPEA_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let url = line
-        .trim()
-        .trim_start_matches("emseepea listening on ")
-        .to_owned();
-    Server {
-        child,
-        url,
-        config,
-        _dir: dir,
-    }
+    Server::spawn(bin(), dir, config, "warn")
 }
 
 fn token(s: &Server, sub: &str) -> String {
-    let out = Command::new(bin())
-        .args(["token", "--config"])
-        .arg(&s.config)
-        .args(["--sub", sub, "--scope", "hostile:read catalog:read"])
-        .args(["--audience", &s.url])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    s.token(sub, "hostile:read catalog:read")
 }
 
 /// A 2026-07-28 request: headers and body.
@@ -153,14 +69,6 @@ fn request(method: &str, mut params: Value, token: &str) -> Req {
         headers,
         body: Bytes::from(serde_json::to_vec(&body).unwrap()),
     }
-}
-
-async fn connect(authority: &str) -> http1::SendRequest<Full<Bytes>> {
-    let stream = TcpStream::connect(authority).await.unwrap();
-    stream.set_nodelay(true).unwrap();
-    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    sender
 }
 
 /// Send `req` once; the status.
@@ -203,15 +111,9 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 async fn main() {
     let listings = env_or("LISTINGS", 300);
     let delay_ms = env_or("DELAY_MS", 2000);
-    let heavy = env_or("HEAVY", 200) as usize;
+    let heavy: usize = env_or("HEAVY", 200);
     let s = start(delay_ms);
-    let authority = s
-        .url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let authority = s.authority();
     let (alice, bob_token) = (token(&s, "alice"), token(&s, "bob"));
     // Warm up (first calls instantiate the pool's slots).
     bob(&authority, &bob_token, 20).await;

@@ -15,41 +15,13 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-struct Server {
-    child: Child,
-    url: String,
-    config: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn bin() -> PathBuf {
-    let b = std::env::var_os("EMSEEPEA_BIN")
-        .map_or_else(|| root().join("target/release/emseepea"), PathBuf::from);
-    assert!(
-        b.is_file(),
-        "build it first: cargo build --release --bin emseepea"
-    );
-    b
-}
+mod common;
+use common::{Server, authority, connect, release_bin as bin, root};
 
 /// Write a sources dir and config; `sources` are (stem, guest, manifest).
 fn prepare(
@@ -58,17 +30,7 @@ fn prepare(
     cache: &Path,
 ) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("sources")).unwrap();
-    for (stem, guest, manifest) in sources {
-        std::fs::copy(
-            root().join(format!("target/guests/{guest}.wasm")),
-            dir.path().join(format!("sources/{stem}.wasm")),
-        )
-        .unwrap();
-        if !manifest.is_empty() {
-            std::fs::write(dir.path().join(format!("sources/{stem}.toml")), manifest).unwrap();
-        }
-    }
+    common::write_sources(&dir.path().join("sources"), sources);
     let file = dir.path().join("c.toml");
     std::fs::write(
         &file,
@@ -84,40 +46,11 @@ fn prepare(
 
 fn start(sources: &[(&str, &str, &str)], config: &str) -> Server {
     let (dir, file) = prepare(sources, config, &root().join("target/bench-cache"));
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&file)
-        .env("EMSEEPEA_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let url = line
-        .trim()
-        .trim_start_matches("emseepea listening on ")
-        .to_owned();
-    Server {
-        child,
-        url,
-        config: file,
-        _dir: dir,
-    }
+    Server::spawn(bin(), dir, file, "warn")
 }
 
 fn token(s: &Server, scopes: &str) -> String {
-    let out = Command::new(bin())
-        .args(["token", "--config"])
-        .arg(&s.config)
-        .args(["--sub", "alice", "--scope", scopes, "--audience", &s.url])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    s.token("alice", scopes)
 }
 
 fn meta() -> Value {
@@ -169,22 +102,9 @@ async fn send(sender: &mut http1::SendRequest<Full<Bytes>>, authority: &str, req
     resp.into_body().collect().await.unwrap().to_bytes()
 }
 
-async fn connect(authority: &str) -> http1::SendRequest<Full<Bytes>> {
-    let stream = TcpStream::connect(authority).await.unwrap();
-    stream.set_nodelay(true).unwrap();
-    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
 /// `connections` keep-alive connections sending `req` for `seconds`.
 async fn load(name: &str, url: &str, req: Req, connections: usize, seconds: u64) -> f64 {
-    let authority = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let authority = authority(url);
     let stop = Instant::now() + Duration::from_secs(seconds);
     let req = Arc::new(req);
     let mut tasks = Vec::new();
@@ -361,12 +281,7 @@ async fn telemetry(connections: usize, seconds: u64) {
 
 /// Page through the whole listing with one client; (pages, entries, seconds).
 async fn traverse(url: &str, token: &str) -> (usize, usize, f64) {
-    let authority = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let authority = authority(url);
     let mut sender = connect(&authority).await;
     let started = Instant::now();
     let (mut pages, mut entries, mut cursor) = (0, 0, None::<String>);
@@ -462,13 +377,7 @@ async fn main() {
     .await;
     let plain = start(&[], &statics50);
     let session = {
-        let authority = plain
-            .url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap()
-            .to_owned();
+        let authority = plain.authority();
         let stream = TcpStream::connect(&authority).await.unwrap();
         let (mut sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
         tokio::spawn(conn);

@@ -22,54 +22,20 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 
 #[path = "../../tests/support/nginx.rs"]
 mod nginx;
 #[path = "../../tests/support/postgres.rs"]
 mod postgres;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
+mod common;
+use common::{Server as Instance, authority, connect, env_or, root};
 
 fn profile() -> String {
     std::env::var("PROFILE").unwrap_or_else(|_| "release".into())
-}
-
-fn bin() -> PathBuf {
-    let b = root().join(format!("target/{}/emseepea", profile()));
-    assert!(b.is_file(), "build it first: cargo xtask proxybench");
-    b
-}
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Instance {
-    child: Child,
-    url: String,
-    config: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// One instance of `documents` on `db`; `resource` is the proxy's URL for
@@ -79,17 +45,14 @@ fn start(db: &Db, resource: Option<&str>, secret: &[u8; 32]) -> Instance {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("sources")).unwrap();
-    std::fs::copy(
-        root().join("target/guests/documents.wasm"),
-        dir.path().join("sources/documents.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("sources/documents.toml"),
-        "[grants]\ndatabases = [\"documents\"]\n",
-    )
-    .unwrap();
+    common::write_sources(
+        &dir.path().join("sources"),
+        &[(
+            "documents",
+            "documents",
+            "[grants]\ndatabases = [\"documents\"]\n",
+        )],
+    );
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -116,49 +79,7 @@ fn start(db: &Db, resource: Option<&str>, secret: &[u8; 32]) -> Instance {
         ),
     )
     .unwrap();
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("EMSEEPEA_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let url = line
-        .trim()
-        .trim_start_matches("emseepea listening on ")
-        .to_owned();
-    assert!(url.starts_with("http://"), "server did not start: {line}");
-    Instance {
-        child,
-        url,
-        config,
-        _dir: dir,
-    }
-}
-
-fn token(config: &Path, sub: &str, audience: &str) -> String {
-    let out = Command::new(bin())
-        .args(["token", "--config"])
-        .arg(config)
-        .args([
-            "--sub",
-            sub,
-            "--scope",
-            "documents:read",
-            "--audience",
-            audience,
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    Instance::spawn(common::profile_bin(&profile()), dir, config, "warn")
 }
 
 /// The database every instance shares.
@@ -235,14 +156,6 @@ fn seed(db: &Path, users: usize, docs: usize) {
 // The request plumbing of loadgen.rs: one HTTP/1.1 keep-alive connection
 // per client, 2026-07-28 `resources/list` requests.
 
-async fn connect(authority: &str) -> http1::SendRequest<Full<Bytes>> {
-    let stream = TcpStream::connect(authority).await.unwrap();
-    stream.set_nodelay(true).unwrap();
-    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
 fn list_body(cursor: Option<&str>) -> Bytes {
     let mut params = cursor.map_or(json!({}), |c| json!({ "cursor": c }));
     params["_meta"] = json!({
@@ -284,14 +197,6 @@ async fn list_page(
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert!(v.get("result").is_some(), "{v}");
     v
-}
-
-fn authority(url: &str) -> String {
-    url.trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned()
 }
 
 /// One full traversal on `sender`: (pages, entries, per-page latencies in µs).
@@ -457,11 +362,11 @@ async fn concurrent(url: &str, tokens: &[String], seconds: u64) -> (f64, u32, u3
 
 #[tokio::main]
 async fn main() {
-    let users = env_or("USERS", 8);
-    let docs = env_or("DOCS", 2000);
-    let seconds = env_or("SECONDS", 8) as u64;
-    let connections = env_or("CONNECTIONS", 8);
-    let rounds = env_or("ROUNDS", 5);
+    let users: usize = env_or("USERS", 8);
+    let docs: usize = env_or("DOCS", 2000);
+    let seconds: u64 = env_or("SECONDS", 8);
+    let connections: usize = env_or("CONNECTIONS", 8);
+    let rounds: usize = env_or("ROUNDS", 5);
     let dir = tempfile::tempdir().unwrap();
     let db = match std::env::var("ENGINE").as_deref() {
         Ok("postgres") => Db::Postgres(seed_postgres(users, docs)),
@@ -480,10 +385,10 @@ async fn main() {
     let b = start(&db, Some(&proxy_url), &secret);
     let proxy = nginx::Nginx::start(port, &[authority(&a.url), authority(&b.url)]);
     let direct_tokens: Vec<String> = (0..connections)
-        .map(|i| token(&direct.config, &format!("user{}", i % users), &direct.url))
+        .map(|i| direct.token(&format!("user{}", i % users), "documents:read"))
         .collect();
     let proxy_tokens: Vec<String> = (0..connections)
-        .map(|i| token(&a.config, &format!("user{}", i % users), &proxy_url))
+        .map(|i| a.token_for(&format!("user{}", i % users), "documents:read", &proxy_url))
         .collect();
 
     println!(

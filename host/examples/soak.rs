@@ -23,8 +23,6 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -34,34 +32,8 @@ use tokio::net::TcpStream;
 const MODERN: &str = "2026-07-28";
 const DOCS_PER_USER: usize = 240;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Server {
-    child: Child,
-    authority: String,
-    config: PathBuf,
-    bin: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod common;
+use common::{Server, env_or, root};
 
 /// The records: (owner, id, title, body). Keys order by id.
 fn records() -> Vec<(String, String, String, String)> {
@@ -81,35 +53,24 @@ fn records() -> Vec<(String, String, String, String)> {
 }
 
 fn start(profile: &str) -> Server {
-    let bin = root().join(format!("target/{profile}/emseepea"));
-    assert!(bin.is_file(), "no server binary at {}", bin.display());
     let dir = tempfile::tempdir().unwrap();
-    let sources = dir.path().join("sources");
-    std::fs::create_dir_all(&sources).unwrap();
-    let guests = root().join("target/guests");
-    for (stem, guest) in [
-        ("a-documents", "documents.wasm"),
-        ("b-catalog", "catalog.wasm"),
-        ("c-slow", "hostile/hostile.wasm"),
-    ] {
-        std::fs::copy(guests.join(guest), sources.join(format!("{stem}.wasm"))).unwrap();
-    }
-    std::fs::write(
-        sources.join("a-documents.toml"),
-        "[grants]\ndatabases = [\"documents\"]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        sources.join("b-catalog.toml"),
-        "[config]\nitems = \"1000\"\n",
-    )
-    .unwrap();
-    // mallory's slow source: every call blocks until its 100 ms deadline.
-    std::fs::write(
-        sources.join("c-slow.toml"),
-        "[config]\nname = \"slow\"\nmode = \"sleep\"\nscope = \"slow:read\"\n[budget]\nmax_duration_ms = 100\n",
-    )
-    .unwrap();
+    common::write_sources(
+        &dir.path().join("sources"),
+        &[
+            (
+                "a-documents",
+                "documents",
+                "[grants]\ndatabases = [\"documents\"]\n",
+            ),
+            ("b-catalog", "catalog", "[config]\nitems = \"1000\"\n"),
+            // mallory's slow source: every call blocks until its 100 ms deadline.
+            (
+                "c-slow",
+                "hostile/hostile",
+                "[config]\nname = \"slow\"\nmode = \"sleep\"\nscope = \"slow:read\"\n[budget]\nmax_duration_ms = 100\n",
+            ),
+        ],
+    );
     let db = dir.path().join("documents.sqlite");
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(
@@ -137,49 +98,11 @@ fn start(profile: &str) -> Server {
         ),
     )
     .unwrap();
-    let mut child = Command::new(&bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("EMSEEPEA_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let authority = line
-        .trim()
-        .trim_start_matches("emseepea listening on http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
-    assert!(!authority.is_empty(), "the server did not start");
-    Server {
-        child,
-        authority,
-        config,
-        bin,
-        _dir: dir,
-    }
+    Server::spawn(common::profile_bin(profile), dir, config, "error")
 }
 
 fn token(s: &Server, sub: &str, scopes: &str) -> String {
-    let out = Command::new(&s.bin)
-        .args(["token", "--config"])
-        .arg(&s.config)
-        .args(["--sub", sub, "--scope", scopes])
-        .args(["--audience", &format!("http://{}/mcp", s.authority)])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    s.token(sub, scopes)
 }
 
 /// What one answer was, for the tally.
@@ -801,10 +724,10 @@ async fn main() {
     // the readme): the fixed page. Cursors are bound to their caller.
     let mut catalog_cursors = Vec::new();
     for user in users.iter() {
-        catalog_cursors.push(catalog_cursor(&server.authority, &user.token).await);
+        catalog_cursors.push(catalog_cursor(&server.authority(), &user.token).await);
     }
     let shared = Arc::new(Shared {
-        authority: server.authority.clone(),
+        authority: server.authority(),
         stop: AtomicBool::new(false),
         checked: AtomicU64::new(0),
         target,
@@ -853,7 +776,7 @@ async fn main() {
         let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
     }
     let elapsed = t0.elapsed().as_secs_f64();
-    let alive = Conn::open(&server.authority).await.is_ok() && sample(pid, t0).is_some();
+    let alive = Conn::open(&server.authority()).await.is_ok() && sample(pid, t0).is_some();
     let tally = shared.tally.lock().unwrap();
     let checked = shared.checked.load(Ordering::Relaxed);
     // Slopes after the first fifth (warm-up: slots, caches, sessions filling).

@@ -3,6 +3,7 @@
 //! speak MCP to it over HTTP.
 #![allow(dead_code)]
 
+pub mod clients;
 pub mod engines;
 pub mod nginx;
 pub mod postgres;

@@ -675,34 +675,19 @@ fn load() -> Result {
 /// (host/examples/proxybench.rs, needs nginx); PROFILE=release (default)
 /// or debug picks the server build.
 fn proxybench() -> Result {
-    let root = root();
-    guests()?;
-    let profile = std::env::var("PROFILE").unwrap_or_else(|_| "release".into());
-    let mut build = cargo();
-    build.current_dir(&root).args([
-        "build",
-        "--quiet",
-        "-p",
-        "emseepea",
-        "--bin",
-        "emseepea",
-        "--example",
-        "proxybench",
-    ]);
-    if profile == "release" {
-        build.arg("--release");
-    }
-    run(&mut build)?;
-    run(
-        Command::new(root.join(format!("target/{profile}/examples/proxybench")))
-            .current_dir(&root)
-            .env("PROFILE", &profile),
-    )
+    profiled_example("proxybench")
 }
 
 /// The soak (host/examples/soak.rs): PROFILE=release (default) or debug
 /// picks the server build; REQUESTS, MAX_SECONDS and WORKERS bound it.
 fn soak() -> Result {
+    profiled_example("soak")
+}
+
+/// Build the guests, the server and the example `name` in the PROFILE
+/// (release by default, or debug) and run the example, which finds the
+/// server binary of the same profile through PROFILE.
+fn profiled_example(name: &str) -> Result {
     let root = root();
     guests()?;
     let profile = std::env::var("PROFILE").unwrap_or_else(|_| "release".into());
@@ -715,14 +700,14 @@ fn soak() -> Result {
         "--bin",
         "emseepea",
         "--example",
-        "soak",
+        name,
     ]);
     if profile == "release" {
         build.arg("--release");
     }
     run(&mut build)?;
     run(
-        Command::new(root.join(format!("target/{profile}/examples/soak")))
+        Command::new(root.join(format!("target/{profile}/examples/{name}")))
             .current_dir(&root)
             .env("PROFILE", &profile),
     )

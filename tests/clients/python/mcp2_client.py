@@ -7,40 +7,37 @@ import argparse
 import asyncio
 import json
 
-from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import MCPError
 from mcp.types import BlobResourceContents, TextResourceContents
+
+from mcp2_connect import connect
 
 
 async def main(args) -> dict:
-    headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     out = {"uris": [], "pages": 0, "reads": {}}
-    async with create_mcp_http_client(headers=headers) as http:
-        transport = streamable_http_client(args.url, http_client=http)
-        async with Client(transport, mode=args.mode, cache=None, read_timeout_seconds=30) as client:
-            out["protocol"] = client.protocol_version
-            out["server"] = client.server_info.name if client.server_info else None
-            # The loop of seed 004: start without a cursor, accumulate, stop when next_cursor is None.
-            cursor = None
-            while True:
-                page = await client.list_resources(cursor=cursor)
-                out["pages"] += 1
-                out["uris"] += [str(r.uri) for r in page.resources]
-                if page.next_cursor is None:
-                    break
-                cursor = page.next_cursor
-            templates = await client.list_resource_templates()
-            out["templates"] = [t.uri_template for t in templates.resource_templates]
-            for uri in args.read:
-                res = await client.read_resource(uri)
-                c = res.contents[0]
-                out["reads"][uri] = c.text if isinstance(c, TextResourceContents) else {"blob": c.blob}
-            try:
-                await client.read_resource("nothing://here")
-                out["missing"] = None
-            except MCPError as e:
-                out["missing"] = e.error.code
+    async with connect(args.url, args.token, args.mode) as client:
+        out["protocol"] = client.protocol_version
+        out["server"] = client.server_info.name if client.server_info else None
+        # The loop of seed 004: start without a cursor, accumulate, stop when next_cursor is None.
+        cursor = None
+        while True:
+            page = await client.list_resources(cursor=cursor)
+            out["pages"] += 1
+            out["uris"] += [str(r.uri) for r in page.resources]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        templates = await client.list_resource_templates()
+        out["templates"] = [t.uri_template for t in templates.resource_templates]
+        for uri in args.read:
+            res = await client.read_resource(uri)
+            c = res.contents[0]
+            out["reads"][uri] = c.text if isinstance(c, TextResourceContents) else {"blob": c.blob}
+        try:
+            await client.read_resource("nothing://here")
+            out["missing"] = None
+        except MCPError as e:
+            out["missing"] = e.error.code
     return out
 
 

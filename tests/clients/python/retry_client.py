@@ -11,35 +11,32 @@ import argparse
 import asyncio
 import json
 
-from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import MCPError
+
+from mcp2_connect import connect
 
 
 async def main(args) -> dict:
-    headers = {"Authorization": f"Bearer {args.token}"}
     out = {"refused": 0, "codes": [], "retryAfterMs": None, "early": 0, "text": None}
-    async with create_mcp_http_client(headers=headers) as http:
-        transport = streamable_http_client(args.url, http_client=http)
-        async with Client(transport, mode=args.mode, cache=None, read_timeout_seconds=30) as client:
-            for _ in range(300):
-                try:
-                    res = await client.read_resource(args.uri)
-                except MCPError as e:
-                    out["refused"] += 1
-                    if e.error.code not in out["codes"]:
-                        out["codes"].append(e.error.code)
-                    data = e.error.data if isinstance(e.error.data, dict) else {}
-                    out["retryAfterMs"] = data.get("retryAfterMs")
-                    await asyncio.sleep((out["retryAfterMs"] or 1000) / 1000)
-                    continue
-                if out["refused"] == 0:
-                    # The test's slow read does not hold the slot yet.
-                    out["early"] += 1
-                    await asyncio.sleep(0.1)
-                    continue
-                out["text"] = res.contents[0].text
-                break
+    async with connect(args.url, args.token, args.mode) as client:
+        for _ in range(300):
+            try:
+                res = await client.read_resource(args.uri)
+            except MCPError as e:
+                out["refused"] += 1
+                if e.error.code not in out["codes"]:
+                    out["codes"].append(e.error.code)
+                data = e.error.data if isinstance(e.error.data, dict) else {}
+                out["retryAfterMs"] = data.get("retryAfterMs")
+                await asyncio.sleep((out["retryAfterMs"] or 1000) / 1000)
+                continue
+            if out["refused"] == 0:
+                # The test's slow read does not hold the slot yet.
+                out["early"] += 1
+                await asyncio.sleep(0.1)
+                continue
+            out["text"] = res.contents[0].text
+            break
     return out
 
 

@@ -17,45 +17,42 @@ import asyncio
 import json
 import sys
 
-from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import MCPError
+
+from mcp2_connect import connect
 
 INVALID_PARAMS = -32602
 MAX_RESTARTS = 3
 
 
 async def main(args) -> dict:
-    headers = {"Authorization": f"Bearer {args.token}"}
     out = {"uris": [], "pages": 0, "rejected": [], "restarts": 0}
-    async with create_mcp_http_client(headers=headers) as http:
-        transport = streamable_http_client(args.url, http_client=http)
-        async with Client(transport, mode=args.mode, cache=None, read_timeout_seconds=30) as client:
-            out["protocol"] = client.protocol_version
-            cursor = None
-            paused = args.pause_after is None
-            while True:
-                try:
-                    page = await client.list_resources(cursor=cursor)
-                except MCPError as e:
-                    if cursor is None or e.error.code != INVALID_PARAMS or out["restarts"] >= MAX_RESTARTS:
-                        raise
-                    # The instance that sealed this cursor is gone (or was
-                    # restarted): the listing starts over.
-                    out["rejected"].append({"code": e.error.code, "message": e.error.message})
-                    out["restarts"] += 1
-                    out["uris"] = []
-                    cursor = None
-                    continue
-                out["pages"] += 1
-                out["uris"] += [str(r.uri) for r in page.resources]
-                if page.next_cursor is None:
-                    break
-                cursor = page.next_cursor
-                if not paused and out["pages"] == args.pause_after:
-                    paused = True
-                    print(json.dumps({"paused": out["pages"]}), flush=True)
-                    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    async with connect(args.url, args.token, args.mode) as client:
+        out["protocol"] = client.protocol_version
+        cursor = None
+        paused = args.pause_after is None
+        while True:
+            try:
+                page = await client.list_resources(cursor=cursor)
+            except MCPError as e:
+                if cursor is None or e.error.code != INVALID_PARAMS or out["restarts"] >= MAX_RESTARTS:
+                    raise
+                # The instance that sealed this cursor is gone (or was
+                # restarted): the listing starts over.
+                out["rejected"].append({"code": e.error.code, "message": e.error.message})
+                out["restarts"] += 1
+                out["uris"] = []
+                cursor = None
+                continue
+            out["pages"] += 1
+            out["uris"] += [str(r.uri) for r in page.resources]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+            if not paused and out["pages"] == args.pause_after:
+                paused = True
+                print(json.dumps({"paused": out["pages"]}), flush=True)
+                await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     return out
 
 
