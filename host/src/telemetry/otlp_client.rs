@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use opentelemetry_http::{HttpClient, HttpError, Request, Response};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use tokio::net::TcpStream;
 
 /// Why an export did not get an answer (the SDK logs it and drops the batch).
@@ -137,20 +137,5 @@ fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, Exp
 }
 
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, ExportError> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, rustls::Error>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-            };
-            Ok(Arc::new(
-                rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()?
-                    .with_root_certificates(roots)
-                    .with_no_client_auth(),
-            ))
-        })
-        .clone()
-        .map_err(ExportError::TlsConfig)
+    crate::http_client::public_tls_config().map_err(ExportError::TlsConfig)
 }

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -83,22 +83,7 @@ fn verify_peer(stream: &TcpStream, dialed: SocketAddr) -> Result<(), EgressError
 }
 
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, EgressError> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, rustls::Error>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-            };
-            Ok(Arc::new(
-                rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()?
-                    .with_root_certificates(roots)
-                    .with_no_client_auth(),
-            ))
-        })
-        .clone()
-        .map_err(EgressError::TlsConfig)
+    crate::http_client::public_tls_config().map_err(EgressError::TlsConfig)
 }
 
 async fn tls(
