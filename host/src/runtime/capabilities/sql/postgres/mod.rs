@@ -9,7 +9,7 @@
 //!   pooled again, and closed if that fails.
 //! - Every statement is its own transaction, `READ ONLY` on a read-only
 //!   grant, with `statement_timeout` (`SET LOCAL`) set to the call's
-//!   remaining time.
+//!   remaining time plus a backstop margin (the host's timer ends the call).
 //! - When the call is out of time, cancelled, its future is dropped, or a
 //!   result is cut short (too large), the statement is cancelled on the
 //!   server (a cancel request) and that connection is closed, never reused.
@@ -337,8 +337,10 @@ impl PgConnection {
                 .start()
                 .await
                 .map_err(fail)?;
-            // Whole milliseconds, at least 1 (0 would mean no timeout).
-            let ms = left.as_millis().clamp(1, i32::MAX as u128);
+            // Whole milliseconds (0 would mean no timeout).
+            let ms = (left + STATEMENT_TIMEOUT_BACKSTOP)
+                .as_millis()
+                .clamp(1, i32::MAX as u128);
             tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))
                 .await
                 .map_err(fail)?;
@@ -360,17 +362,6 @@ impl PgConnection {
                 guard.disarm();
                 Ok(out)
             }
-            // Our `statement_timeout` is the call's remaining time, so the
-            // server may stop the statement a moment before our own timer
-            // fires: a cancellation near the deadline of a call nobody
-            // cancelled is the deadline (the call's trap, as on SQLite).
-            Err(Finished(PgError::Interrupted))
-                if !cancel.is_cancelled()
-                    && Instant::now() + STATEMENT_TIMEOUT_SLACK >= deadline =>
-            {
-                guard.disarm();
-                Err(PgError::Deadline)
-            }
             // The server is done with the statement.
             Err(Finished(e)) => {
                 guard.disarm();
@@ -382,9 +373,13 @@ impl PgConnection {
     }
 }
 
-/// How early before the call's deadline the server's `statement_timeout`
-/// may fire (whole milliseconds, the round trip) and still be the deadline.
-const STATEMENT_TIMEOUT_SLACK: Duration = Duration::from_millis(250);
+/// How long after the call's deadline the server's own `statement_timeout`
+/// fires. The host's deadline timer ends the call (and the cancel guard stops
+/// the statement); the server's timeout is only the backstop for a cancel
+/// request that never arrives, so it must never win the race: a server-side
+/// stop at the deadline would reach the guest as "interrupted" instead of the
+/// call's deadline trap.
+const STATEMENT_TIMEOUT_BACKSTOP: Duration = Duration::from_millis(500);
 
 /// Where a statement runs, for its log lines: the database and the request.
 #[derive(Clone)]
