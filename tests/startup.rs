@@ -108,6 +108,19 @@ fn bad_manifests_are_refused() {
 }
 
 #[test]
+fn a_component_that_does_not_compile_is_refused_with_the_compilers_reason() {
+    // A component header, then nothing valid: the compiler (a child process
+    // of the server) fails, and its reason reaches the startup line.
+    let p = server().source("catalog", "catalog", "").prepare();
+    std::fs::write(
+        p.dir.path().join("sources/broken.wasm"),
+        b"\0asm\x0d\0\x01\0\x07garbage",
+    )
+    .unwrap();
+    refused(p, "broken.wasm", "does not compile");
+}
+
+#[test]
 fn inventory_without_authentication_is_refused() {
     let p = server()
         .source("catalog", "catalog", "")

@@ -449,8 +449,9 @@ impl BudgetOverrides {
     }
 }
 
-/// Engine and pooling-allocator settings.
-#[derive(Debug, Clone, Deserialize)]
+/// Engine and pooling-allocator settings (serialized for the compiler
+/// process, which must build the very same engine).
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
     /// Epoch tick: a looping guest is stopped at most one tick after its

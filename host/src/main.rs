@@ -97,6 +97,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Internal: compile one component (wasm on stdin, artifact on stdout)
+    /// for a server of this binary; see `runtime::compile`.
+    #[command(name = "__compile-component", hide = true)]
+    CompileComponent { runtime_config: String },
 }
 
 /// The config, read before logging starts (its `[log] format` decides how
@@ -127,6 +131,13 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::CompileComponent { runtime_config } = &cli.command {
+        return emseepea::runtime::compile::child_main(runtime_config);
+    }
+    // Compiling's memory stays with a child process, not with the server.
+    if let Ok(exe) = std::env::current_exe() {
+        emseepea::runtime::compile::compile_in_child_processes(exe);
+    }
     let flag = cli.log_format;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -204,6 +215,7 @@ fn main() -> ExitCode {
                 println!("{token}");
                 Ok(Outcome::Ok)
             }
+            Command::CompileComponent { .. } => unreachable!("dispatched before the runtime"),
         }
     });
     // Spans still buffered go out now, while the runtime the exporter sends

@@ -14,6 +14,7 @@
 //! Entries are written to a fresh 0600 file and renamed. Any failed check
 //! is logged with the file name and recompiled; it is never deserialized.
 
+use crate::config::RuntimeConfig;
 use crate::state::{self, StateError};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
@@ -72,6 +73,14 @@ pub struct ComponentCache {
     key: [u8; state::SECRET_LEN],
     /// SHA-256 of `Engine::precompile_compatibility_hash`.
     engine_hash: [u8; 32],
+}
+
+/// What the cache holds for one component.
+enum Stored {
+    Missing,
+    /// An entry that failed verification or deserialization (logged).
+    Invalid,
+    Loaded(Component),
 }
 
 /// Feeds a `Hash` impl into SHA-256 (the compatibility hash is only
@@ -144,35 +153,59 @@ impl ComponentCache {
             .map(|()| payload)
     }
 
+    /// The stored entry for `wasm_sha256`, if there is one; a bad one is
+    /// logged with the reason and never deserialized.
+    fn stored(&self, engine: &Engine, wasm_sha256: &str) -> Stored {
+        let path = self.entry_path(wasm_sha256);
+        let Ok(file) = std::fs::read(&path) else {
+            return Stored::Missing;
+        };
+        match self.verified_payload(wasm_sha256, &file) {
+            // SAFETY: the tag proves the payload is what this host's
+            // `precompile_component` produced for these wasm bytes and
+            // this engine configuration (wasmtime re-checks the latter).
+            Some(payload) => match unsafe { Component::deserialize(engine, payload) } {
+                Ok(component) => Stored::Loaded(component),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "stale cache entry, recompiling: {e}");
+                    Stored::Invalid
+                }
+            },
+            None => {
+                tracing::warn!(
+                    path = %path.display(),
+                    "corrupt cache entry (authentication failed), recompiling; it was not loaded"
+                );
+                Stored::Invalid
+            }
+        }
+    }
+
+    /// The component stored for `wasm_sha256`, without compiling (a new
+    /// copy of an already loaded component, for trimming).
+    pub(crate) fn load_stored(&self, engine: &Engine, wasm_sha256: &str) -> Option<Component> {
+        match self.stored(engine, wasm_sha256) {
+            Stored::Loaded(component) => Some(component),
+            Stored::Missing | Stored::Invalid => None,
+        }
+    }
+
     /// The component for `wasm`, from the cache when a valid entry exists.
     pub fn load_or_compile(
         &self,
         engine: &Engine,
+        config: &RuntimeConfig,
         wasm: &[u8],
         wasm_sha256: &str,
     ) -> Result<(Component, CacheOutcome), CacheError> {
         let path = self.entry_path(wasm_sha256);
-        let mut outcome = CacheOutcome::Compiled;
-        if let Ok(file) = std::fs::read(&path) {
-            match self.verified_payload(wasm_sha256, &file) {
-                // SAFETY: the tag proves the payload is what this host's
-                // `precompile_component` produced for these wasm bytes and
-                // this engine configuration (wasmtime re-checks the latter).
-                Some(payload) => match unsafe { Component::deserialize(engine, payload) } {
-                    Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), "stale cache entry, recompiling: {e}")
-                    }
-                },
-                None => tracing::warn!(
-                    path = %path.display(),
-                    "corrupt cache entry (authentication failed), recompiling; it was not loaded"
-                ),
-            }
-            outcome = CacheOutcome::Rebuilt;
-        }
+        let outcome = match self.stored(engine, wasm_sha256) {
+            Stored::Loaded(component) => return Ok((component, CacheOutcome::Hit)),
+            Stored::Missing => CacheOutcome::Compiled,
+            Stored::Invalid => CacheOutcome::Rebuilt,
+        };
         check_component_header(wasm)?;
-        let compiled = precompile_on_own_threads(engine, wasm)?;
+        let compiled = super::compile::precompile(engine, config, wasm)?;
         if let Err(e) = self.store(&path, wasm_sha256, &compiled) {
             tracing::warn!(path = %path.display(), "could not write the precompile cache: {e}");
         }
@@ -205,56 +238,6 @@ impl ComponentCache {
                 let _ = std::fs::remove_file(&tmp);
                 Err(e)
             }
-        }
-    }
-}
-
-/// How long loading waits for the compiler threads to end (they end at once
-/// unless the machine is very busy; only the memory's return is delayed).
-const COMPILER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Compile `wasm` with an engine and a thread pool of its own that end with
-/// it. Compiling a component allocates tens of MiB: cranelift keeps its
-/// per-thread compiler contexts in the engine for reuse, and rayon's global
-/// pool keeps its threads (and their allocator heaps) for the process's life.
-/// A server that compiled at start held 71–86 MB idle, one that loaded the
-/// same component from the cache 23–27 MB. A throwaway engine of the same
-/// configuration makes artifacts the serving engine accepts (`deserialize`
-/// checks the compatibility hash); `crate::release_free_memory` then returns
-/// what it freed to the OS.
-fn precompile_on_own_threads(engine: &Engine, wasm: &[u8]) -> Result<Vec<u8>, CacheError> {
-    let compile = || {
-        let fail =
-            |e: wasmtime::Error| CacheError::Compile(crate::config::one_line(&format!("{e:#}")));
-        let compiler = Engine::new(engine.config()).map_err(fail)?;
-        compiler.precompile_component(wasm).map_err(fail)
-    };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (exited, exits) = std::sync::mpsc::channel();
-    match rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("emseepea-compile-{i}"))
-        .exit_handler(move |_| {
-            // Fails only once loading stopped waiting for the exits.
-            let _ = exited.send(());
-        })
-        .build()
-    {
-        Ok(pool) => {
-            let compiled = pool.install(compile);
-            drop(pool);
-            // Dropping a pool only asks its threads to end: wait (briefly) until
-            // they have, so that their memory is free when the caller collects.
-            for _ in 0..threads {
-                if exits.recv_timeout(COMPILER_EXIT_WAIT).is_err() {
-                    break;
-                }
-            }
-            compiled
-        }
-        Err(e) => {
-            tracing::warn!("no compiler threads of our own ({e}); compiling on the global pool");
-            compile()
         }
     }
 }

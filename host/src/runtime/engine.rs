@@ -56,7 +56,7 @@ impl Runtime {
     }
 }
 
-fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
+pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.consume_fuel(true);

@@ -15,6 +15,7 @@ pub mod bindings;
 mod budget;
 mod cache;
 mod call;
+pub mod compile;
 pub mod capabilities;
 mod contents;
 mod definition;
