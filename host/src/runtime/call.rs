@@ -122,6 +122,8 @@ impl Source {
         if Instant::now() >= budget.deadline {
             return Err(GuestError::DeadlineExceeded);
         }
+        // The deadline and the drop of this call are noticed at ticks.
+        let _ticking = self.runtime.ticker.ticking();
         let capabilities = self
             .capabilities
             .for_call(&self.log_name, &scope.request_id, budget.deadline)

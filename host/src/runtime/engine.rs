@@ -6,7 +6,7 @@ use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
 use crate::config::RuntimeConfig;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -22,7 +22,7 @@ pub struct Runtime {
     /// callers and sources: the pool has exactly this many instances
     /// (+ spares), so a call waits (briefly) instead of failing to instantiate.
     pub(crate) slots: Arc<Slots>,
-    ticker: EpochTicker,
+    pub(crate) ticker: EpochTicker,
 }
 
 impl Runtime {
@@ -96,32 +96,94 @@ pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
     Engine::new(&config).map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))
 }
 
-/// Increments the engine's epoch every `period` on a dedicated thread; the
-/// thread ends when the ticker is dropped.
-struct EpochTicker {
+/// Consecutive ticks without a running guest after which the ticker parks
+/// (an idle server does not wake a thousand times a second); the next call
+/// wakes it. Long enough that back-to-back calls at low concurrency do not
+/// pay a wake-up each.
+const IDLE_TICKS_BEFORE_PARKING: u32 = 1_000;
+
+/// Increments the engine's epoch every `period` on a dedicated thread while
+/// guests run (see [`Ticking`]); the thread ends when the ticker is dropped.
+pub(crate) struct EpochTicker {
     period: Duration,
-    stop: Arc<AtomicBool>,
+    shared: Arc<TickerShared>,
+    thread: std::thread::Thread,
+}
+
+struct TickerShared {
+    stop: AtomicBool,
+    /// Guest calls that hold a [`Ticking`].
+    running: AtomicUsize,
+    /// Set by the thread before it parks; whoever clears it unparks it.
+    parked: AtomicBool,
 }
 
 impl EpochTicker {
     fn start(engine: Engine, period: Duration) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        std::thread::Builder::new()
+        let shared = Arc::new(TickerShared {
+            stop: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            parked: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let handle = std::thread::Builder::new()
             .name("emseepea-epoch".into())
             .spawn(move || {
-                while !stop2.load(Ordering::Relaxed) {
+                let mut idle_ticks = 0u32;
+                while !s.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(period);
                     engine.increment_epoch();
+                    if s.running.load(Ordering::SeqCst) > 0 {
+                        idle_ticks = 0;
+                        continue;
+                    }
+                    idle_ticks += 1;
+                    if idle_ticks < IDLE_TICKS_BEFORE_PARKING {
+                        continue;
+                    }
+                    // Announce the park, then look again: a call that
+                    // started in between either sees `parked` and unparks
+                    // us (a pending unpark makes `park` return at once), or
+                    // is seen here.
+                    s.parked.store(true, Ordering::SeqCst);
+                    if s.running.load(Ordering::SeqCst) == 0 {
+                        std::thread::park();
+                    }
+                    s.parked.store(false, Ordering::SeqCst);
+                    idle_ticks = 0;
                 }
             })
             .expect("spawning the epoch thread");
-        Self { period, stop }
+        Self {
+            period,
+            shared,
+            thread: handle.thread().clone(),
+        }
+    }
+
+    /// Keep the epoch ticking for as long as the returned guard lives: held
+    /// by every guest call from before it instantiates.
+    pub(crate) fn ticking(&self) -> Ticking<'_> {
+        self.shared.running.fetch_add(1, Ordering::SeqCst);
+        if self.shared.parked.swap(false, Ordering::SeqCst) {
+            self.thread.unpark();
+        }
+        Ticking(self)
+    }
+}
+
+/// A running guest call, for the ticker (see [`EpochTicker::ticking`]).
+pub(crate) struct Ticking<'a>(&'a EpochTicker);
+
+impl Drop for Ticking<'_> {
+    fn drop(&mut self) {
+        self.0.shared.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.thread.unpark();
     }
 }
