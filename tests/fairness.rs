@@ -22,13 +22,20 @@ const SERVER_BUSY: i64 = -32051;
 /// A slow source (`slow`, reads take `delay_ms`) after a 1,000-item catalog
 /// (so a first listing page never reaches the slow source).
 fn slow_server(delay_ms: u64, runtime: &str) -> Server {
+    slow_server_with(delay_ms, runtime, "")
+}
+
+/// `slow_server`, with `budget` added to the slow source's `[budget]`.
+fn slow_server_with(delay_ms: u64, runtime: &str, budget: &str) -> Server {
     server()
         .config(&format!("[runtime]\n{runtime}"))
         .source("catalog", "catalog", "[config]\nitems = \"1000\"\n")
         .hostile(
             "slow",
             "slow",
-            &format!("[budget]\nmax_duration_ms = 20000\n[config]\ndelay_ms = \"{delay_ms}\"\n"),
+            &format!(
+                "[budget]\nmax_duration_ms = 20000\n{budget}[config]\ndelay_ms = \"{delay_ms}\"\n"
+            ),
         )
         .start()
 }
@@ -164,12 +171,17 @@ async fn the_per_caller_share_obeyed_and_violated() {
 /// (nothing wrong with them, the server is busy), with `Retry-After`.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_per_source_cap_and_the_pool_answer_503() {
-    for runtime in [
-        "max_calls_per_source = 2\nslot_wait_ms = 200\n",
+    for (runtime, budget) in [
+        ("max_calls_per_source = 2\nslot_wait_ms = 200\n", ""),
         // (the default source share of a 2-slot pool would be 1)
-        "max_concurrent_calls = 2\nmax_calls_per_source = 10\nslot_wait_ms = 200\n",
+        (
+            "max_concurrent_calls = 2\nmax_calls_per_source = 10\nslot_wait_ms = 200\n",
+            "",
+        ),
+        // The source's own bound (its manifest), below the runtime's share.
+        ("slot_wait_ms = 200\n", "max_concurrent_calls = 2\n"),
     ] {
-        let s = slow_server(3000, runtime);
+        let s = slow_server_with(3000, runtime, budget);
         let tokens: Vec<String> = ["a", "b", "c"]
             .iter()
             .map(|u| s.token(Some(u), SCOPES))

@@ -105,6 +105,16 @@ fn bad_manifests_are_refused() {
     let p = server().source("catalog", "catalog", "").prepare();
     std::fs::write(p.dir.path().join("sources/orphan.toml"), "").unwrap();
     refused(p, "orphan.toml", "without a component");
+    for n in ["0", "1000"] {
+        let p = server()
+            .source(
+                "catalog",
+                "catalog",
+                &format!("[budget]\nmax_concurrent_calls = {n}\n"),
+            )
+            .prepare();
+        refused(p, "catalog.toml", "max_concurrent_calls");
+    }
 }
 
 #[test]

@@ -437,6 +437,10 @@ pub struct BudgetOverrides {
     pub fuel: Option<u64>,
     pub max_duration_ms: Option<u64>,
     pub memory_bytes: Option<u64>,
+    /// This source's calls running at once (default and maximum: the
+    /// runtime's `max_calls_per_source`). With `memory_bytes` it bounds the
+    /// source's guest memory: at most `max_concurrent_calls × memory_bytes`.
+    pub max_concurrent_calls: Option<u32>,
 }
 
 impl BudgetOverrides {

@@ -94,7 +94,12 @@ impl Source {
         let _slot = self
             .runtime
             .slots
-            .acquire(&scope.caller, &self.log_name, scope.deadline)
+            .acquire(
+                &scope.caller,
+                &self.log_name,
+                self.max_concurrent_calls,
+                scope.deadline,
+            )
             .await
             .map_err(GuestError::Overloaded)?;
         let m = metrics();

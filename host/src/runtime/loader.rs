@@ -71,6 +71,9 @@ pub struct Source {
     pub file: PathBuf,
     pub wasm_sha256: String,
     pub budget: BudgetConfig,
+    /// Calls of this source running at once (its manifest's
+    /// `max_concurrent_calls`, within the runtime's per-source share).
+    pub max_concurrent_calls: usize,
     pub cache: CacheOutcome,
     pub(crate) runtime: Arc<Runtime>,
     pub(crate) pre: InstancePre<HostState>,
@@ -320,6 +323,19 @@ async fn load_one(
     let budget = manifest.budget.apply(config.budget);
     check_budget("budget", &budget, config.runtime.max_memory_bytes)
         .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
+    let source_share = config.runtime.calls_per_source();
+    let max_concurrent_calls = match manifest.budget.max_concurrent_calls {
+        None => source_share,
+        Some(n) if (1..=source_share).contains(&n) => n,
+        Some(n) => {
+            return Err(LoadError::new(
+                &manifest_path,
+                format!(
+                    "bad manifest: budget.max_concurrent_calls {n} must be between 1 and the runtime's max_calls_per_source ({source_share})"
+                ),
+            ));
+        }
+    } as usize;
     let mut capabilities = shared
         .grant(&manifest)
         .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
@@ -378,6 +394,7 @@ async fn load_one(
         file: file.to_owned(),
         wasm_sha256,
         budget,
+        max_concurrent_calls,
         cache: outcome,
         runtime: runtime.clone(),
         pre,

@@ -74,6 +74,9 @@ pub(crate) struct Slots {
 #[derive(Default)]
 struct State {
     running: usize,
+    /// Calls waiting for a slot, all callers together: a release wakes
+    /// waiters only when there are any.
+    waiting: usize,
     callers: HashMap<CallerKey, Share>,
     sources: HashMap<Arc<str>, usize>,
 }
@@ -86,12 +89,18 @@ struct Share {
 
 impl State {
     /// What stops `caller` from running a call of `source` now, if anything.
-    fn blocker(&self, limits: &SlotLimits, caller: &CallerKey, source: &str) -> Option<Overload> {
+    fn blocker(
+        &self,
+        limits: &SlotLimits,
+        caller: &CallerKey,
+        source: &str,
+        source_max: usize,
+    ) -> Option<Overload> {
         let mine = self.callers.get(caller).map_or(0, |s| s.running);
         if caller.0 != Key::Host && mine >= limits.per_caller {
             return Some(Overload::CallerOverShare);
         }
-        if self.sources.get(source).copied().unwrap_or(0) >= limits.per_source {
+        if self.sources.get(source).copied().unwrap_or(0) >= limits.per_source.min(source_max) {
             return Some(Overload::SourceBusy);
         }
         if self.running >= limits.total {
@@ -137,6 +146,11 @@ impl Drop for Slot {
                     st.sources.remove(&*self.source);
                 }
             }
+            // A waiter counts itself under this lock when it finds no slot,
+            // after registering for the wake-up: none counted, none to wake.
+            if st.waiting == 0 {
+                return;
+            }
         }
         self.slots.released.notify_waiters();
     }
@@ -152,6 +166,7 @@ struct Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         let mut st = self.slots.state.lock().unwrap();
+        st.waiting -= 1;
         st.share(self.caller).waiting -= 1;
         st.tidy(self.caller);
     }
@@ -171,25 +186,32 @@ impl Slots {
         })
     }
 
-    /// Take a slot for `caller` calling `source`, waiting at most until
-    /// `now + max_wait` (or `deadline`, if sooner).
+    /// Take a slot for `caller` calling `source`, which may run at most
+    /// `source_max` calls at once (its own bound, within the pool's
+    /// `per_source`), waiting at most until `now + max_wait` (or `deadline`,
+    /// if sooner).
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         caller: &CallerKey,
         source: &Arc<str>,
+        source_max: usize,
         deadline: Instant,
     ) -> Result<Slot, Overload> {
         let wait_until = deadline.min(Instant::now() + self.limits.max_wait);
         let mut waiting: Option<Waiting<'_>> = None;
         loop {
-            // Registered before the check, so a release between the check
+            // Registered before every check but the first (a free slot, the
+            // common case, needs no wake-up), so a release between the check
             // and the wait still wakes us.
             let notified = self.released.notified();
             tokio::pin!(notified);
-            notified.as_mut().enable();
+            let first = waiting.is_none();
+            if !first {
+                notified.as_mut().enable();
+            }
             let blocker = {
                 let mut st = self.state.lock().unwrap();
-                match st.blocker(&self.limits, caller, source) {
+                match st.blocker(&self.limits, caller, source, source_max) {
                     None => {
                         st.running += 1;
                         st.share(caller).running += 1;
@@ -212,6 +234,7 @@ impl Slots {
                                 return Err(Overload::CallerOverShare);
                             }
                             share.waiting += 1;
+                            st.waiting += 1;
                             waiting = Some(Waiting {
                                 slots: self,
                                 caller,
@@ -221,6 +244,10 @@ impl Slots {
                     }
                 }
             };
+            if first {
+                // Not registered yet: register, then look again.
+                continue;
+            }
             if tokio::time::timeout_at(wait_until.into(), notified)
                 .await
                 .is_err()
@@ -241,6 +268,9 @@ impl Slots {
 mod tests {
     use super::*;
 
+    /// No bound of the source's own.
+    const ANY: usize = usize::MAX;
+
     fn slots(total: usize, per_caller: usize, per_source: usize) -> Arc<Slots> {
         Slots::new(SlotLimits {
             total,
@@ -259,19 +289,19 @@ mod tests {
         let s = slots(10, 2, 10);
         let alice = CallerKey::new("alice");
         let src: Arc<str> = "a".into();
-        let one = s.acquire(&alice, &src, far()).await.unwrap();
-        let _two = s.acquire(&alice, &src, far()).await.unwrap();
+        let one = s.acquire(&alice, &src, ANY, far()).await.unwrap();
+        let _two = s.acquire(&alice, &src, ANY, far()).await.unwrap();
         assert_eq!(
-            s.acquire(&alice, &src, far()).await.err(),
+            s.acquire(&alice, &src, ANY, far()).await.err(),
             Some(Overload::CallerOverShare)
         );
         // Bob is not affected by Alice's share.
         let bob = CallerKey::new("bob");
-        let _b = s.acquire(&bob, &src, far()).await.unwrap();
+        let _b = s.acquire(&bob, &src, ANY, far()).await.unwrap();
         // A slot given back within the wait is taken by the waiter.
         let s2 = s.clone();
         let waiter = tokio::spawn(async move {
-            s2.acquire(&CallerKey::new("alice"), &"a".into(), far())
+            s2.acquire(&CallerKey::new("alice"), &"a".into(), ANY, far())
                 .await
                 .is_ok()
         });
@@ -287,10 +317,10 @@ mod tests {
         let s = slots(10, 1, 10);
         let alice = CallerKey::new("alice");
         let src: Arc<str> = "a".into();
-        let _running = s.acquire(&alice, &src, far()).await.unwrap();
+        let _running = s.acquire(&alice, &src, ANY, far()).await.unwrap();
         let s2 = s.clone();
         let queued = tokio::spawn(async move {
-            s2.acquire(&CallerKey::new("alice"), &"a".into(), far())
+            s2.acquire(&CallerKey::new("alice"), &"a".into(), ANY, far())
                 .await
                 .err()
         });
@@ -299,7 +329,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         // Refused on the first poll: it does not wait at all.
-        let third = s.acquire(&alice, &src, far());
+        let third = s.acquire(&alice, &src, ANY, far());
         tokio::pin!(third);
         assert_eq!(
             poll_once(third.as_mut()).await.map(|r| r.err()),
@@ -312,15 +342,15 @@ mod tests {
     async fn sources_and_the_pool_have_their_own_bounds() {
         let s = slots(3, 10, 2);
         let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
-        let _one = s.acquire(&CallerKey::new("1"), &a, far()).await.unwrap();
-        let _two = s.acquire(&CallerKey::new("2"), &a, far()).await.unwrap();
+        let _one = s.acquire(&CallerKey::new("1"), &a, ANY, far()).await.unwrap();
+        let _two = s.acquire(&CallerKey::new("2"), &a, ANY, far()).await.unwrap();
         assert_eq!(
-            s.acquire(&CallerKey::new("3"), &a, far()).await.err(),
+            s.acquire(&CallerKey::new("3"), &a, ANY, far()).await.err(),
             Some(Overload::SourceBusy)
         );
-        let _three = s.acquire(&CallerKey::new("3"), &b, far()).await.unwrap();
+        let _three = s.acquire(&CallerKey::new("3"), &b, ANY, far()).await.unwrap();
         assert_eq!(
-            s.acquire(&CallerKey::new("4"), &b, far()).await.err(),
+            s.acquire(&CallerKey::new("4"), &b, ANY, far()).await.err(),
             Some(Overload::HostFull)
         );
         assert_eq!(s.running(), 3);
@@ -340,7 +370,7 @@ mod tests {
     async fn take_as_host(s: &Arc<Slots>, src: &Arc<str>, n: usize) -> Vec<Slot> {
         let mut v = Vec::new();
         for _ in 0..n {
-            v.push(s.acquire(&CallerKey::host(), src, far()).await.unwrap());
+            v.push(s.acquire(&CallerKey::host(), src, ANY, far()).await.unwrap());
         }
         v
     }
@@ -350,9 +380,9 @@ mod tests {
         let s = slots(10, 1, 10);
         let alice = CallerKey::new("alice");
         let src: Arc<str> = "a".into();
-        let running = s.acquire(&alice, &src, far()).await.unwrap();
+        let running = s.acquire(&alice, &src, ANY, far()).await.unwrap();
         {
-            let wait = s.acquire(&alice, &src, far());
+            let wait = s.acquire(&alice, &src, ANY, far());
             tokio::pin!(wait);
             assert!(poll_once(wait.as_mut()).await.is_none(), "still waiting");
         }
@@ -369,5 +399,24 @@ mod tests {
             })
         })
         .await
+    }
+
+    #[tokio::test]
+    async fn a_source_may_bound_itself_below_the_pools_share() {
+        let s = slots(10, 10, 8);
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let _one = s.acquire(&CallerKey::new("1"), &a, 2, far()).await.unwrap();
+        let _two = s.acquire(&CallerKey::new("2"), &a, 2, far()).await.unwrap();
+        // Obeyed up to its own bound, then refused as busy...
+        assert_eq!(
+            s.acquire(&CallerKey::new("3"), &a, 2, far()).await.err(),
+            Some(Overload::SourceBusy)
+        );
+        // ...while another source still gets the pool's share.
+        let mut held = Vec::new();
+        for i in 0..8 {
+            held.push(s.acquire(&CallerKey::new(format!("b{i}")), &b, ANY, far()).await);
+        }
+        assert!(held.iter().all(Result::is_ok));
     }
 }
