@@ -713,3 +713,62 @@ async fn json_logs_carry_the_request_id_of_postgres_failures() {
         assert!(v["request_id"].is_string(), "{v}");
     }
 }
+
+/// `emseepea_source_trims_total` of the catalog, polled until it is at
+/// least `want` or `within` has passed.
+async fn trims_after(admin: &str, want: f64, within: Duration) -> (f64, String) {
+    let name = r#"emseepea_source_trims_total{source="catalog"}"#;
+    let until = Instant::now() + within;
+    loop {
+        let (_, m) = get(&format!("{admin}/metrics")).await;
+        let n = series(&m, name);
+        if n >= want || Instant::now() >= until {
+            return (n, m);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_idle_source_gives_its_pool_memory_back_and_serves_the_same_after() {
+    let s = server()
+        .config(&format!("{ADMIN}[runtime]\nidle_trim_s = 1\n"))
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start();
+    let admin = admin_url(&s);
+    let alice = s.token(Some("alice"), "catalog:read");
+    let (before, _) = traverse(&s.url, &alice).await;
+    let (used, _) = trims_after(&admin, 0.0, Duration::ZERO).await;
+    // Idle for a second: relinked, and the slots warm for the old copy are
+    // released with it (the pool's idle slots then hold nothing).
+    let (trims, m) = trims_after(&admin, used + 1.0, Duration::from_secs(20)).await;
+    assert_eq!(trims, used + 1.0, "never trimmed:\n{m}");
+    assert_eq!(
+        series(&m, "emseepea_pool_idle_resident_bytes"),
+        0.0,
+        "the pool still holds memory:\n{m}"
+    );
+    // Served from the new copy exactly as before.
+    let (after, _) = traverse(&s.url, &alice).await;
+    assert_eq!(before, after);
+    // Used again, idle again: trimmed once more; unused, never again.
+    let (again, m) = trims_after(&admin, trims + 1.0, Duration::from_secs(20)).await;
+    assert_eq!(again, trims + 1.0, "{m}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (later, m) = trims_after(&admin, again + 1.0, Duration::ZERO).await;
+    assert_eq!(later, again, "trimmed without calls in between:\n{m}");
+}
+
+#[tokio::test]
+async fn with_idle_trim_off_nothing_is_trimmed() {
+    let s = server()
+        .config(&format!("{ADMIN}[runtime]\nidle_trim_s = 0\n"))
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start();
+    let admin = admin_url(&s);
+    let alice = s.token(Some("alice"), "catalog:read");
+    traverse(&s.url, &alice).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (trims, m) = trims_after(&admin, 1.0, Duration::ZERO).await;
+    assert_eq!(trims, 0.0, "{m}");
+}

@@ -198,6 +198,8 @@ pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 512 << 20;
 /// Python or JavaScript guest's whole heap (~10-13 MiB); only the part a
 /// guest actually used is ever reset.
 pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 16 << 20;
+/// A source idle this long gives its pool slots' memory back (`runtime::trim`).
+pub const DEFAULT_IDLE_TRIM_S: u64 = 30;
 
 /// SQLite's process-wide heap limit when no call is running: idle pooled
 /// connections (schema, prepared statements; their page cache is released
@@ -477,6 +479,9 @@ pub struct RuntimeConfig {
     pub keep_resident_bytes: u64,
     /// Use Linux's PAGEMAP_SCAN (kernel >= 6.7) to reset only dirtied pages.
     pub pagemap_scan: bool,
+    /// A source without calls for this long is relinked, so that the pool
+    /// memory its idle slots keep resident goes back to the OS (0: never).
+    pub idle_trim_s: u64,
     /// Core instances, memories and tables one component may have
     /// (interpreted languages need more than Rust guests).
     pub max_core_instances_per_component: u32,
@@ -499,6 +504,7 @@ impl Default for RuntimeConfig {
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
             pagemap_scan: false,
+            idle_trim_s: DEFAULT_IDLE_TRIM_S,
             max_core_instances_per_component: 64,
             max_memories_per_component: 16,
             max_tables_per_component: 16,

@@ -195,6 +195,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     use std::io::Write;
     let _ = std::io::stdout().flush();
     tracing::info!(%bound, sources = app.sources.sources.len(), "serving");
+    let _trimmer = trim_idle_sources(app.clone());
     health.set(Phase::Ready);
 
     let graceful = GracefulShutdown::new();
@@ -267,6 +268,33 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         _ = tokio::time::sleep(grace) => tracing::warn!("grace period over; dropping remaining requests"),
     }
     Ok(())
+}
+
+/// Every few seconds, trim the sources idle for `runtime.idle_trim_s`
+/// (`runtime::trim`) and sample what the pool's idle slots hold; the task
+/// ends with `serve`. Off when `idle_trim_s` is 0.
+fn trim_idle_sources(app: Arc<App>) -> Option<AbortOnDrop> {
+    let idle = Duration::from_secs(app.config.runtime.idle_trim_s);
+    if idle.is_zero() {
+        return None;
+    }
+    let every = (idle / 3).clamp(Duration::from_secs(1), Duration::from_secs(10));
+    Some(AbortOnDrop(tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let app = app.clone();
+            // Reading and deserializing an artifact blocks.
+            let _ = tokio::task::spawn_blocking(move || {
+                let trimmed = app.sources.trim_idle(idle);
+                if trimmed > 0 {
+                    tracing::debug!(trimmed, "idle sources trimmed");
+                }
+            })
+            .await;
+        }
+    })))
 }
 
 /// The admin task ends with `serve`.

@@ -17,7 +17,7 @@ use super::bindings::emseepea::inventory::types::SourceError;
 use super::budget::{Budget, DeadlineTrap, GuestError, MemoryCapTrap};
 use super::contents::ResultTooLarge;
 use super::host_state::{HostState, MemoryAccount};
-use super::loader::Source;
+use super::loader::{Linked, Source};
 use super::output;
 use super::page::LiftError;
 use super::scope::RequestScope;
@@ -53,6 +53,7 @@ impl Source {
         F: for<'a> FnOnce(
                 &'a mut Store<HostState>,
                 &'a Instance,
+                &'a Linked,
             ) -> CallFuture<'a, Result<R, SourceError>>
             + Send,
     {
@@ -88,7 +89,8 @@ impl Source {
     ) -> Result<R, GuestError>
     where
         R: Send,
-        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
+        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R>
+            + Send,
     {
         let waiting = Instant::now();
         let _slot = self
@@ -121,7 +123,8 @@ impl Source {
     ) -> Result<R, GuestError>
     where
         R: Send,
-        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance) -> CallFuture<'a, R> + Send,
+        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R>
+            + Send,
     {
         let m = metrics();
         if Instant::now() >= budget.deadline {
@@ -129,6 +132,8 @@ impl Source {
         }
         // The deadline and the drop of this call are noticed at ticks.
         let _ticking = self.runtime.ticker.ticking();
+        let _active = self.activity.enter();
+        let linked = self.linked();
         let capabilities = self
             .capabilities
             .for_call(&self.log_name, &scope.request_id, budget.deadline)
@@ -160,8 +165,8 @@ impl Source {
                 Ok(UpdateDeadline::Yield(1))
             }
         });
-        let result = match self.pre.instantiate_async(&mut store).await {
-            Ok(instance) => f(&mut store, &instance)
+        let result = match linked.pre.instantiate_async(&mut store).await {
+            Ok(instance) => f(&mut store, &instance, &linked)
                 .await
                 .map_err(|e| classify(e, &store, &budget)),
             Err(e) => Err(match classify(e, &store, &budget) {

@@ -21,9 +21,9 @@ use crate::config::{
 };
 use crate::guest_text::GuestText;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
+use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, TypedFunc};
 use wasmtime::{AsContextMut, Store};
 
 /// `list` as the host calls it: the page is lifted into one buffer
@@ -76,13 +76,12 @@ pub struct Source {
     pub max_concurrent_calls: usize,
     pub cache: CacheOutcome,
     pub(crate) runtime: Arc<Runtime>,
-    pub(crate) pre: InstancePre<HostState>,
+    /// The component linked for calls; replaced when the source is trimmed
+    /// (`trim.rs`), so that the pool memory its idle slots hold is given back.
+    linked: RwLock<Arc<Linked>>,
+    /// Calls running and when the last one ended, for trimming.
+    pub(crate) activity: super::trim::Activity,
     pub(crate) capabilities: SourceCapabilities,
-    template: template::GuestIndices,
-    /// The template's `read` export.
-    read: ComponentExportIndex,
-    /// The `list` export, if the component exports `inventory`.
-    list: Option<ComponentExportIndex>,
     /// This source's share of the log for its stdout/stderr.
     pub(crate) output: super::output::OutputLimiter,
     /// Fuel and memory (linear memories + host buffers) of the last finished
@@ -109,6 +108,63 @@ fn with_enforced_deadline(mut context: CallContext, store: &Store<HostState>) ->
     context
 }
 
+/// A component linked for calls: everything tied to one compiled module
+/// (wasmtime's export indices are), so it is replaced as one.
+pub(crate) struct Linked {
+    pub(crate) pre: InstancePre<HostState>,
+    template: template::GuestIndices,
+    /// The template's `read` export.
+    read: ComponentExportIndex,
+    /// The `list` export, if the component exports `inventory`.
+    list: Option<ComponentExportIndex>,
+}
+
+impl Linked {
+    /// Link `component` against the host's imports and find its exports.
+    pub(crate) fn new(
+        runtime: &Runtime,
+        component: &Component,
+        file: &Path,
+    ) -> Result<Self, LoadError> {
+        let pre = runtime.linker.instantiate_pre(component).map_err(|e| {
+            LoadError::new(
+                file,
+                format!(
+                    "imports something the host does not provide: {}",
+                    crate::config::one_line(&format!("{e:#}"))
+                ),
+            )
+        })?;
+        let template = template::GuestIndices::new(&pre).map_err(|e| {
+            LoadError::new(
+                file,
+                format!(
+                    "not an inventory source: it must export emseepea:inventory/template@0.1.0 (world resource-template or inventory-source): {}",
+                    crate::config::one_line(&format!("{e:#}"))
+                ),
+            )
+        })?;
+        let read = component
+            .get_export_index(None, "emseepea:inventory/template@0.1.0")
+            .and_then(|t| component.get_export_index(Some(&t), "read"))
+            .ok_or_else(|| LoadError::new(file, "bad template export: no `read`"))?;
+        let list = component
+            .get_export_index(None, "emseepea:inventory/inventory@0.1.0")
+            .map(|inventory| {
+                component
+                    .get_export_index(Some(&inventory), "list")
+                    .ok_or_else(|| LoadError::new(file, "bad inventory export: no `list`"))
+            })
+            .transpose()?;
+        Ok(Linked {
+            pre,
+            template,
+            read,
+            list,
+        })
+    }
+}
+
 impl Source {
     pub fn name(&self) -> &str {
         &self.definition.name
@@ -116,16 +172,25 @@ impl Source {
 
     /// Whether the component exports `inventory` (a `list` callback).
     pub fn lists(&self) -> bool {
-        self.list.is_some()
+        self.linked().list.is_some()
+    }
+
+    /// The component as linked now.
+    pub(crate) fn linked(&self) -> Arc<Linked> {
+        self.linked.read().unwrap().clone()
+    }
+
+    /// Link the component anew (trimming): calls that start from now on use
+    /// `linked`; the old one goes when the calls holding it end.
+    pub(crate) fn relink(&self, linked: Linked) {
+        *self.linked.write().unwrap() = Arc::new(linked);
     }
 
     async fn describe(&self, scope: &RequestScope) -> Result<Template, GuestError> {
-        let idx = self.template.clone();
-        let list = self.list;
-        self.call(scope, "describe", move |store, instance| {
+        self.call(scope, "describe", move |store, instance, linked| {
             Box::pin(async move {
-                let guest = idx.load(&mut *store, instance)?;
-                if let Some(list) = &list {
+                let guest = linked.template.load(&mut *store, instance)?;
+                if let Some(list) = &linked.list {
                     list_func(&mut *store, instance, list)?;
                 }
                 guest.call_describe(&mut *store).await.map(Ok)
@@ -144,12 +209,11 @@ impl Source {
         scope: &RequestScope,
         max_bytes: usize,
     ) -> Result<Vec<ResourceContents>, GuestError> {
-        let read = self.read;
         let uri = uri.to_owned();
-        self.call(scope, "read", move |store, instance| {
+        self.call(scope, "read", move |store, instance, linked| {
             Box::pin(async move {
                 let context = with_enforced_deadline(context, store);
-                let func: ReadFunc = instance.get_typed_func(&mut *store, read)?;
+                let func: ReadFunc = instance.get_typed_func(&mut *store, linked.read)?;
                 let call = func.call_async(&mut *store, (&uri, &context));
                 let (result,) = with_read_bound(max_bytes, call).await?;
                 Ok(result.map(|contents| contents.0))
@@ -166,19 +230,23 @@ impl Source {
         context: CallContext,
         scope: &RequestScope,
     ) -> Result<GuestPage, GuestError> {
-        let Some(list) = self.list else {
+        if !self.lists() {
             return Err(GuestError::InvalidResult(
                 "source does not export inventory".into(),
             ));
-        };
+        }
         let after = after.map(str::to_owned);
         self.call(
             scope,
             "list",
-            move |store: &mut Store<HostState>, instance| {
+            move |store: &mut Store<HostState>, instance, linked| {
                 Box::pin(async move {
+                    // Relinking keeps the component: `lists()` stays true.
+                    let Some(list) = &linked.list else {
+                        wasmtime::bail!("source does not export inventory");
+                    };
                     let context = with_enforced_deadline(context, store);
-                    let func = list_func(&mut *store, instance, &list)?;
+                    let func = list_func(&mut *store, instance, list)?;
                     let (page,) = func
                         .call_async(&mut *store, (after.as_deref(), limit, &context))
                         .await?;
@@ -193,6 +261,9 @@ impl Source {
 /// All sources, in registration order, plus a fingerprint of the set.
 pub struct SourceSet {
     pub sources: Vec<Arc<Source>>,
+    /// Where trimming (`trim.rs`) reloads a source's compiled component from.
+    pub(crate) cache: ComponentCache,
+    pub(crate) runtime: Arc<Runtime>,
     /// SHA-256 over the names, order and content hashes: cursors are bound to
     /// it, so any change of the registered sources invalidates them.
     pub fingerprint: [u8; 32],
@@ -270,6 +341,8 @@ impl SourceSet {
         let fingerprint = fingerprint(&sources);
         Ok(SourceSet {
             sources,
+            cache,
+            runtime,
             fingerprint,
         })
     }
@@ -346,42 +419,11 @@ async fn load_one(
     let engine = runtime.engine.clone();
     let (component, outcome) = {
         let cache_result =
-            tokio::task::block_in_place(|| {
-                cache.load_or_compile(&engine, &config.runtime, &wasm, &wasm_sha256)
-            });
+            tokio::task::block_in_place(|| cache.load_or_compile(&engine, &config.runtime, &wasm, &wasm_sha256));
         cache_result.map_err(|e| LoadError::new(file, e.to_string()))?
     };
     capabilities.wasi.uses = super::capabilities::wasi::WasiUse::of(&component);
-    let pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
-        LoadError::new(
-            file,
-            format!(
-                "imports something the host does not provide: {}",
-                crate::config::one_line(&format!("{e:#}"))
-            ),
-        )
-    })?;
-    let template = template::GuestIndices::new(&pre).map_err(|e| {
-        LoadError::new(
-            file,
-            format!(
-                "not an inventory source: it must export emseepea:inventory/template@0.1.0 (world resource-template or inventory-source): {}",
-                crate::config::one_line(&format!("{e:#}"))
-            ),
-        )
-    })?;
-    let read = component
-        .get_export_index(None, "emseepea:inventory/template@0.1.0")
-        .and_then(|t| component.get_export_index(Some(&t), "read"))
-        .ok_or_else(|| LoadError::new(file, "bad template export: no `read`"))?;
-    let list = component
-        .get_export_index(None, "emseepea:inventory/inventory@0.1.0")
-        .map(|inventory| {
-            component
-                .get_export_index(Some(&inventory), "list")
-                .ok_or_else(|| LoadError::new(file, "bad inventory export: no `list`"))
-        })
-        .transpose()?;
+    let linked = Linked::new(runtime, &component, file)?;
     let stem: Arc<str> = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -397,11 +439,9 @@ async fn load_one(
         max_concurrent_calls,
         cache: outcome,
         runtime: runtime.clone(),
-        pre,
+        linked: RwLock::new(Arc::new(linked)),
+        activity: Default::default(),
         capabilities,
-        template,
-        read,
-        list,
         output: super::output::OutputLimiter::new(),
         last_fuel_used: Default::default(),
         last_memory_bytes: Default::default(),

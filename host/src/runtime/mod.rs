@@ -26,6 +26,7 @@ mod output;
 mod page;
 mod scope;
 mod slots;
+mod trim;
 
 pub use budget::{Budget, GuestError, SourceFailure};
 pub use cache::CacheOutcome;

@@ -93,6 +93,11 @@ pub struct DeniedLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: String,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds() -> Histogram {
@@ -138,6 +143,8 @@ pub struct Metrics {
     pub sql_statement_rows: Histograms<SqlLabels>,
     pub outbound_http: Family<OutboundLabels, Counter>,
     pub outbound_http_denied: Family<DeniedLabels, Counter>,
+    pub source_trims: Family<SourceLabels, Counter>,
+    pub pool_idle_resident_bytes: Gauge,
 }
 
 impl Metrics {
@@ -168,6 +175,8 @@ impl Metrics {
             sql_statement_rows: Family::new_with_constructor(counts),
             outbound_http: Family::default(),
             outbound_http_denied: Family::default(),
+            source_trims: Family::default(),
+            pool_idle_resident_bytes: Gauge::default(),
             registry: Registry::default(),
         };
         // Counters get `_total` from the encoder; units are in the names.
@@ -286,6 +295,16 @@ impl Metrics {
             "Guest requests the host refused, by source and reason (not_granted, not_public, peer_mismatch)",
             m.outbound_http_denied.clone(),
         );
+        r.register(
+            "source_trims",
+            "Idle sources relinked so that the pool slots they warmed give their memory back (runtime.idle_trim_s)",
+            m.source_trims.clone(),
+        );
+        r.register(
+            "pool_idle_resident_bytes",
+            "Bytes of linear memory the pool's unused slots keep resident (sampled at each trim sweep)",
+            m.pool_idle_resident_bytes.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -394,6 +413,15 @@ impl Metrics {
             .get_or_create(&DeniedLabels {
                 source: source.to_owned(),
                 reason,
+            })
+            .inc();
+    }
+
+    /// An idle source was relinked (`runtime::trim`).
+    pub fn source_trimmed(&self, source: &str) {
+        self.source_trims
+            .get_or_create(&SourceLabels {
+                source: source.to_owned(),
             })
             .inc();
     }

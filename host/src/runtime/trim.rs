@@ -1,0 +1,117 @@
+//! Giving back the memory an idle source's pool slots hold.
+//!
+//! The pooling allocator resets a slot in place after each call and keeps up
+//! to `keep_resident_bytes` of each linear memory resident for the next
+//! instance of the same component: that is what makes back-to-back calls
+//! cheap, and what held an interpreted guest's heap (16 MiB × every slot it
+//! ever ran in) long after its load was gone. wasmtime gives a slot's memory
+//! back when the compiled module it is warm for is dropped, and only then.
+//! So a source idle for `idle_trim_s` is linked anew from its precompiled
+//! artifact: new calls use the new copy, and the old one, with every slot
+//! warm for it, is released when the last call holding it ends. The next
+//! call maps its memory image afresh (one page fault per page it touches).
+
+use super::loader::{Linked, SourceSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// A source's calls, as the trimmer sees them.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    running: AtomicUsize,
+    /// Whether a call ran since the last trim (else there is nothing to give back).
+    used: AtomicBool,
+    last_end: Mutex<Instant>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            running: AtomicUsize::new(0),
+            // `describe()` at startup ran in a slot.
+            used: AtomicBool::new(true),
+            last_end: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+/// A call of the source, from before it instantiates until its store is gone.
+pub(crate) struct Active<'a>(&'a Activity);
+
+impl Activity {
+    pub(crate) fn enter(&self) -> Active<'_> {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        self.used.store(true, Ordering::Relaxed);
+        Active(self)
+    }
+
+    /// Idle for at least `idle_for`, with calls since the last trim.
+    fn trimmable(&self, idle_for: Duration) -> bool {
+        self.running.load(Ordering::SeqCst) == 0
+            && self.used.load(Ordering::Relaxed)
+            && self.last_end.lock().unwrap().elapsed() >= idle_for
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        *self.0.last_end.lock().unwrap() = Instant::now();
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl SourceSet {
+    /// Relink every source idle for `idle_for` that ran calls since its last
+    /// trim; returns how many were trimmed.
+    pub fn trim_idle(&self, idle_for: Duration) -> usize {
+        let mut trimmed = 0;
+        for source in &self.sources {
+            if !source.activity.trimmable(idle_for) {
+                continue;
+            }
+            let engine = &self.runtime.engine;
+            let Some(component) = self.cache.load_stored(engine, &source.wasm_sha256) else {
+                // Removed from the cache since startup: keep the copy we have.
+                tracing::debug!(source = source.name(), "not trimmed: no cache entry");
+                continue;
+            };
+            match Linked::new(&self.runtime, &component, &source.file) {
+                Ok(linked) => {
+                    source.activity.used.store(false, Ordering::Relaxed);
+                    source.relink(linked);
+                    crate::telemetry::metrics::metrics().source_trimmed(source.name());
+                    trimmed += 1;
+                }
+                Err(e) => tracing::warn!(source = source.name(), "not trimmed: {e}"),
+            }
+        }
+        if trimmed > 0 {
+            crate::release_free_memory();
+        }
+        if let Some(pool) = self.runtime.engine.pooling_allocator_metrics() {
+            crate::telemetry::metrics::metrics()
+                .pool_idle_resident_bytes
+                .set(i64::try_from(pool.unused_memory_bytes_resident()).unwrap_or(i64::MAX));
+        }
+        trimmed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_idle_used_source_is_trimmable() {
+        let a = Activity::default();
+        assert!(!a.trimmable(Duration::from_secs(60)), "recently used");
+        assert!(a.trimmable(Duration::ZERO));
+        let call = a.enter();
+        assert!(!a.trimmable(Duration::ZERO), "a call is running");
+        drop(call);
+        assert!(a.trimmable(Duration::ZERO));
+        a.used.store(false, Ordering::Relaxed);
+        assert!(!a.trimmable(Duration::ZERO), "nothing ran since the last trim");
+    }
+}
