@@ -18,7 +18,6 @@ use crate::auth::Principal;
 use crate::runtime::types::CallContext;
 use crate::runtime::{Access, GuestError, GuestPage, RequestScope, Source};
 use crate::uri_template::UriTemplate;
-use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -188,13 +187,45 @@ pub struct PageRequest<'a> {
     pub scope: &'a RequestScope,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One listed entry, as `{"uri":…,"name":…[,"mimeType":…]}`.
 struct EntryJson<'a> {
     uri: &'a str,
     name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     mime_type: Option<&'a str>,
+}
+
+impl EntryJson<'_> {
+    /// Written directly: the bytes serde_json would write for the same
+    /// struct (a property test holds them equal), without its per-byte
+    /// escaping pass over strings that need none (most of them).
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"uri\":");
+        write_json_str(out, self.uri);
+        out.extend_from_slice(b",\"name\":");
+        write_json_str(out, self.name);
+        if let Some(mime_type) = self.mime_type {
+            out.extend_from_slice(b",\"mimeType\":");
+            write_json_str(out, mime_type);
+        }
+        out.push(b'}');
+    }
+}
+
+/// A JSON string: copied when nothing in it needs escaping (JSON escapes
+/// only `"`, `\\` and controls below 0x20), else serde_json's escaping.
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // No early exit, so that the check compiles to a vectorized pass.
+    let plain = !s
+        .bytes()
+        .fold(false, |esc, b| esc | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("a string serializes");
+    }
 }
 
 /// `,"nextCursor":""` around the cursor itself.
@@ -429,17 +460,14 @@ impl<S: InventorySource> Pager<S> {
                             CURSOR_FIELD_BYTES + CursorKeys::encoded_len_after(entry.key)
                         };
                         let added = page.push_entry(cost, |out| {
-                            serde_json::to_writer(
-                                out,
-                                &EntryJson {
-                                    uri: entry.uri,
-                                    name: entry.name,
-                                    // "Set only if every matching resource has this
-                                    // type": an entry without its own has the template's.
-                                    mime_type: entry.mime_type.or(source.mime_type()),
-                                },
-                            )
-                            .expect("serializable")
+                            EntryJson {
+                                uri: entry.uri,
+                                name: entry.name,
+                                // "Set only if every matching resource has this
+                                // type": an entry without its own has the template's.
+                                mime_type: entry.mime_type.or(source.mime_type()),
+                            }
+                            .write(out)
                         });
                         if added {
                             last_added = Some((entry.key, last_of_source));
@@ -673,6 +701,35 @@ mod tests {
     }
 
     const ENVELOPE: usize = 120;
+
+    /// What `EntryJson::write` must equal: serde_json on the same fields.
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct SerdeEntry<'a> {
+        uri: &'a str,
+        name: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mime_type: Option<&'a str>,
+    }
+
+    proptest! {
+        #[test]
+        fn entries_are_written_as_serde_json_writes_them(
+            uri in any::<String>(),
+            name in "(\\PC|[\\x00-\\x1f\"\\\\\u{7f}\u{2028}])*",
+            mime_type in proptest::option::of(any::<String>()),
+        ) {
+            let mut ours = Vec::new();
+            EntryJson { uri: &uri, name: &name, mime_type: mime_type.as_deref() }.write(&mut ours);
+            let theirs = serde_json::to_vec(&SerdeEntry {
+                uri: &uri,
+                name: &name,
+                mime_type: mime_type.as_deref(),
+            })
+            .unwrap();
+            prop_assert_eq!(ours, theirs);
+        }
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]

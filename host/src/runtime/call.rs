@@ -22,7 +22,7 @@ use super::output;
 use super::page::LiftError;
 use super::scope::RequestScope;
 use crate::guest_text::GuestText;
-use crate::telemetry::metrics::{InFlight, metrics};
+use crate::telemetry::metrics::{ExportSeries, InFlight, metrics};
 use crate::telemetry::{spans, traces};
 use std::future::Future;
 use std::pin::Pin;
@@ -59,6 +59,7 @@ impl Source {
     {
         let mut log = CallLog {
             source: &self.log_name,
+            series: self.series(what),
             what,
             request_id: &scope.request_id,
             started: Instant::now(),
@@ -175,7 +176,10 @@ impl Source {
             }),
         };
         let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        m.guest_usage(&self.log_name, what, fuel_used, store.data().memory.used());
+        match self.series(what) {
+            Some(series) => series.usage(fuel_used, store.data().memory.used()),
+            None => m.guest_usage(&self.log_name, what, fuel_used, store.data().memory.used()),
+        }
         if traces::enabled() {
             // Inside `call`'s instrumented future: the current span is the call's.
             let span = tracing::Span::current();
@@ -240,6 +244,8 @@ fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> 
 /// was dropped: client disconnect, shutdown), logs the cancellation.
 struct CallLog<'a> {
     source: &'a str,
+    /// Where a successful call is recorded, for the hot exports.
+    series: Option<&'a ExportSeries>,
     what: &'static str,
     request_id: &'a str,
     started: Instant,
@@ -285,7 +291,10 @@ impl CallLog<'_> {
             Ok(_) => "ok",
             Err(e) => e.outcome(),
         };
-        metrics().guest_call(self.source, self.what, outcome, self.started.elapsed());
+        match (result, self.series) {
+            (Ok(_), Some(series)) => series.ok(self.started.elapsed()),
+            _ => metrics().guest_call(self.source, self.what, outcome, self.started.elapsed()),
+        }
         self.end_span(outcome);
         let elapsed_us = self.started.elapsed().as_micros() as u64;
         match result {

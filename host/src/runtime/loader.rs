@@ -20,6 +20,7 @@ use crate::config::{
     check_budget,
 };
 use crate::guest_text::GuestText;
+use crate::telemetry::metrics::ExportSeries;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -81,6 +82,9 @@ pub struct Source {
     linked: RwLock<Arc<Linked>>,
     /// Calls running and when the last one ended, for trimming.
     pub(crate) activity: super::trim::Activity,
+    /// The metric series of `list` and `read`, once the name is known
+    /// (after `describe`, whose calls are recorded by labels).
+    series: std::sync::OnceLock<SourceSeries>,
     pub(crate) capabilities: SourceCapabilities,
     /// This source's share of the log for its stdout/stderr.
     pub(crate) output: super::output::OutputLimiter,
@@ -106,6 +110,12 @@ impl std::fmt::Debug for Source {
 fn with_enforced_deadline(mut context: CallContext, store: &Store<HostState>) -> CallContext {
     context.deadline_ms = super::scope::unix_ms(store.data().deadline);
     context
+}
+
+/// The hot exports' metric series of one source.
+struct SourceSeries {
+    read: ExportSeries,
+    list: Option<ExportSeries>,
 }
 
 /// A component linked for calls: everything tied to one compiled module
@@ -173,6 +183,16 @@ impl Source {
     /// Whether the component exports `inventory` (a `list` callback).
     pub fn lists(&self) -> bool {
         self.linked().list.is_some()
+    }
+
+    /// The metric series of `what`, when it is a hot export.
+    pub(crate) fn series(&self, what: &str) -> Option<&ExportSeries> {
+        let series = self.series.get()?;
+        match what {
+            "read" => Some(&series.read),
+            "list" => series.list.as_ref(),
+            _ => None,
+        }
     }
 
     /// The component as linked now.
@@ -441,6 +461,7 @@ async fn load_one(
         runtime: runtime.clone(),
         linked: RwLock::new(Arc::new(linked)),
         activity: Default::default(),
+        series: Default::default(),
         capabilities,
         output: super::output::OutputLimiter::new(),
         last_fuel_used: Default::default(),
@@ -462,6 +483,14 @@ async fn load_one(
     source.definition = SourceDefinition::validate(described, source.lists())
         .map_err(|e| LoadError::new(file, format!("bad definition: {e}")))?;
     source.log_name = source.definition.name.as_str().into();
+    let m = crate::telemetry::metrics::metrics();
+    let series = SourceSeries {
+        read: m.export_series(&source.log_name, "read"),
+        list: source
+            .lists()
+            .then(|| m.export_series(&source.log_name, "list")),
+    };
+    let _ = source.series.set(series);
     Ok(source)
 }
 

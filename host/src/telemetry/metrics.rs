@@ -339,6 +339,28 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// The series of `source`'s `export` its successful calls record into
+    /// (`ExportSeries`), created now.
+    pub fn export_series(&self, source: &str, export: &'static str) -> ExportSeries {
+        let labels = ExportLabels {
+            source: source.to_owned(),
+            export,
+        };
+        ExportSeries {
+            ok: self
+                .guest_calls
+                .get_or_create(&CallLabels {
+                    source: source.to_owned(),
+                    export,
+                    outcome: "ok",
+                })
+                .clone(),
+            duration: self.guest_call_duration.get_or_create(&labels).clone(),
+            fuel: self.guest_fuel.get_or_create(&labels).clone(),
+            memory: self.guest_memory.get_or_create(&labels).clone(),
+        }
+    }
+
     /// What a call that ran (had a store) used.
     pub fn guest_usage(&self, source: &str, export: &'static str, fuel: u64, memory: u64) {
         let labels = ExportLabels {
@@ -428,6 +450,32 @@ impl Metrics {
 
     pub fn reason(family: &Family<ReasonLabels, Counter>, reason: &'static str) {
         family.get_or_create(&ReasonLabels { reason }).inc();
+    }
+}
+
+/// One export of one source, its series looked up once: a lookup by labels
+/// copies the source's name and takes the family's lock, four times per
+/// call; a successful call of a hot export (`list`, `read`) does neither.
+/// The handles share their values with the registry's series.
+#[derive(Clone, Debug)]
+pub struct ExportSeries {
+    ok: Counter,
+    duration: Histogram,
+    fuel: Histogram,
+    memory: Histogram,
+}
+
+impl ExportSeries {
+    /// A call ended `ok` after `elapsed` (as `Metrics::guest_call`).
+    pub fn ok(&self, elapsed: Duration) {
+        self.ok.inc();
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// What a call that ran used (as `Metrics::guest_usage`).
+    pub fn usage(&self, fuel: u64, memory: u64) {
+        self.fuel.observe(fuel as f64);
+        self.memory.observe(memory as f64);
     }
 }
 
