@@ -130,6 +130,7 @@ enum Outcome {
 }
 
 fn main() -> ExitCode {
+    emseepea::no_transparent_huge_pages();
     let cli = Cli::parse();
     if let Command::CompileComponent { runtime_config } = &cli.command {
         return emseepea::runtime::compile::child_main(runtime_config);
