@@ -215,9 +215,9 @@ impl EntryJson<'_> {
 /// only `"`, `\\` and controls below 0x20), else serde_json's escaping.
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
     // No early exit, so that the check compiles to a vectorized pass.
-    let plain = !s
-        .bytes()
-        .fold(false, |esc, b| esc | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    let plain = !s.bytes().fold(false, |esc, b| {
+        esc | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
     if plain {
         out.reserve(s.len() + 2);
         out.push(b'"');

@@ -165,7 +165,10 @@ impl EpochTicker {
     /// by every guest call from before it instantiates.
     pub(crate) fn ticking(&self) -> Ticking<'_> {
         self.shared.running.fetch_add(1, Ordering::SeqCst);
-        if self.shared.parked.swap(false, Ordering::SeqCst) {
+        // A load first: the common case (ticking) writes no shared line.
+        if self.shared.parked.load(Ordering::SeqCst)
+            && self.shared.parked.swap(false, Ordering::SeqCst)
+        {
             self.thread.unpark();
         }
         Ticking(self)

@@ -438,8 +438,9 @@ async fn load_one(
     let wasm_sha256 = sha256_hex(&wasm);
     let engine = runtime.engine.clone();
     let (component, outcome) = {
-        let cache_result =
-            tokio::task::block_in_place(|| cache.load_or_compile(&engine, &config.runtime, &wasm, &wasm_sha256));
+        let cache_result = tokio::task::block_in_place(|| {
+            cache.load_or_compile(&engine, &config.runtime, &wasm, &wasm_sha256)
+        });
         cache_result.map_err(|e| LoadError::new(file, e.to_string()))?
     };
     capabilities.wasi.uses = super::capabilities::wasi::WasiUse::of(&component);

@@ -342,13 +342,22 @@ mod tests {
     async fn sources_and_the_pool_have_their_own_bounds() {
         let s = slots(3, 10, 2);
         let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
-        let _one = s.acquire(&CallerKey::new("1"), &a, ANY, far()).await.unwrap();
-        let _two = s.acquire(&CallerKey::new("2"), &a, ANY, far()).await.unwrap();
+        let _one = s
+            .acquire(&CallerKey::new("1"), &a, ANY, far())
+            .await
+            .unwrap();
+        let _two = s
+            .acquire(&CallerKey::new("2"), &a, ANY, far())
+            .await
+            .unwrap();
         assert_eq!(
             s.acquire(&CallerKey::new("3"), &a, ANY, far()).await.err(),
             Some(Overload::SourceBusy)
         );
-        let _three = s.acquire(&CallerKey::new("3"), &b, ANY, far()).await.unwrap();
+        let _three = s
+            .acquire(&CallerKey::new("3"), &b, ANY, far())
+            .await
+            .unwrap();
         assert_eq!(
             s.acquire(&CallerKey::new("4"), &b, ANY, far()).await.err(),
             Some(Overload::HostFull)
@@ -370,7 +379,11 @@ mod tests {
     async fn take_as_host(s: &Arc<Slots>, src: &Arc<str>, n: usize) -> Vec<Slot> {
         let mut v = Vec::new();
         for _ in 0..n {
-            v.push(s.acquire(&CallerKey::host(), src, ANY, far()).await.unwrap());
+            v.push(
+                s.acquire(&CallerKey::host(), src, ANY, far())
+                    .await
+                    .unwrap(),
+            );
         }
         v
     }
@@ -415,7 +428,10 @@ mod tests {
         // ...while another source still gets the pool's share.
         let mut held = Vec::new();
         for i in 0..8 {
-            held.push(s.acquire(&CallerKey::new(format!("b{i}")), &b, ANY, far()).await);
+            held.push(
+                s.acquire(&CallerKey::new(format!("b{i}")), &b, ANY, far())
+                    .await,
+            );
         }
         assert!(held.iter().all(Result::is_ok));
     }

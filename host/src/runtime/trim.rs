@@ -12,9 +12,16 @@
 //! call maps its memory image afresh (one page fault per page it touches).
 
 use super::loader::{Linked, SourceSet};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// What `Activity::last_end` counts from.
+static START: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn now_ms() -> u64 {
+    START.elapsed().as_millis() as u64
+}
 
 /// A source's calls, as the trimmer sees them.
 #[derive(Debug)]
@@ -22,7 +29,9 @@ pub(crate) struct Activity {
     running: AtomicUsize,
     /// Whether a call ran since the last trim (else there is nothing to give back).
     used: AtomicBool,
-    last_end: Mutex<Instant>,
+    /// When the last call ended, in ms since `START` (an atomic, not a
+    /// lock: every call of the source writes it).
+    last_end_ms: AtomicU64,
 }
 
 impl Default for Activity {
@@ -31,7 +40,7 @@ impl Default for Activity {
             running: AtomicUsize::new(0),
             // `describe()` at startup ran in a slot.
             used: AtomicBool::new(true),
-            last_end: Mutex::new(Instant::now()),
+            last_end_ms: AtomicU64::new(now_ms()),
         }
     }
 }
@@ -42,7 +51,9 @@ pub(crate) struct Active<'a>(&'a Activity);
 impl Activity {
     pub(crate) fn enter(&self) -> Active<'_> {
         self.running.fetch_add(1, Ordering::SeqCst);
-        self.used.store(true, Ordering::Relaxed);
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
         Active(self)
     }
 
@@ -50,13 +61,14 @@ impl Activity {
     fn trimmable(&self, idle_for: Duration) -> bool {
         self.running.load(Ordering::SeqCst) == 0
             && self.used.load(Ordering::Relaxed)
-            && self.last_end.lock().unwrap().elapsed() >= idle_for
+            && now_ms().saturating_sub(self.last_end_ms.load(Ordering::Relaxed))
+                >= idle_for.as_millis() as u64
     }
 }
 
 impl Drop for Active<'_> {
     fn drop(&mut self) {
-        *self.0.last_end.lock().unwrap() = Instant::now();
+        self.0.last_end_ms.store(now_ms(), Ordering::Relaxed);
         self.0.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -112,6 +124,9 @@ mod tests {
         drop(call);
         assert!(a.trimmable(Duration::ZERO));
         a.used.store(false, Ordering::Relaxed);
-        assert!(!a.trimmable(Duration::ZERO), "nothing ran since the last trim");
+        assert!(
+            !a.trimmable(Duration::ZERO),
+            "nothing ran since the last trim"
+        );
     }
 }
