@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One-time setup for the scripts here: the release server, the peers
+# (../shared/peers copied to target/peers, built by its setup.sh) and the
+# benchmark server's config and sources in target/ems.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+cargo build --release -p emseepea --bin emseepea
+cargo xtask guests
+[ -d target/peers ] || cp -r ../shared/peers target/peers
+(cd target/peers && ./setup.sh --no-wrk)
+mkdir -p target/ems/sources
+cp target/guests/catalog.wasm target/ems/sources/
+printf '[config]\nitems = "10000"\n' > target/ems/sources/catalog.toml
+cat > target/ems/ems.toml <<'TOML'
+listen = "127.0.0.1:18301"
+sources_dir = "sources"
+state_dir = "state"
+
+[auth]
+mode = "dev"
+
+[http]
+max_sessions_per_principal = 1000
+
+[runtime]
+max_calls_per_caller = 64
+max_calls_per_source = 64
+TOML
+echo "ready: benchmarks/peers.sh, benchmarks/ab.sh, benchmarks/demo-rss.sh"
