@@ -477,7 +477,8 @@ pub struct RuntimeConfig {
     /// Bytes of each linear memory kept resident (memset, not unmapped)
     /// between instances: faster reuse, more RSS.
     pub keep_resident_bytes: u64,
-    /// Use Linux's PAGEMAP_SCAN (kernel >= 6.7) to reset only dirtied pages.
+    /// Use Linux's PAGEMAP_SCAN (kernel >= 6.7), where the kernel answers
+    /// it, to reset (and keep resident) only the pages a call dirtied.
     pub pagemap_scan: bool,
     /// A source without calls for this long is relinked, so that the pool
     /// memory its idle slots keep resident goes back to the OS (0: never).
@@ -503,7 +504,7 @@ impl Default for RuntimeConfig {
             slot_wait_ms: DEFAULT_SLOT_WAIT_MS,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
-            pagemap_scan: false,
+            pagemap_scan: true,
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
             max_core_instances_per_component: 64,
             max_memories_per_component: 16,

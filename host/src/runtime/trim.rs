@@ -1,14 +1,16 @@
 //! Giving back the memory an idle source's pool slots hold.
 //!
-//! The pooling allocator resets a slot in place after each call and keeps up
-//! to `keep_resident_bytes` of each linear memory resident for the next
-//! instance of the same component: that is what makes back-to-back calls
-//! cheap, and what held an interpreted guest's heap (16 MiB × every slot it
-//! ever ran in) long after its load was gone. wasmtime gives a slot's memory
-//! back when the compiled module it is warm for is dropped, and only then.
-//! So a source idle for `idle_trim_s` is linked anew from its precompiled
-//! artifact: new calls use the new copy, and the old one, with every slot
-//! warm for it, is released when the last call holding it ends. The next
+//! The pooling allocator resets a slot in place after each call and keeps its
+//! memory image mapped, and up to `keep_resident_bytes` of each linear
+//! memory resident, for the next instance of the same component: that is
+//! what makes back-to-back calls cheap, and what held an interpreted guest's
+//! heap image in every slot it ever ran in long after its load was gone.
+//! wasmtime unmaps a slot's image when the compiled module it is warm for is
+//! dropped, and only then. So a source idle for `idle_trim_s` is linked anew
+//! from its precompiled artifact: new calls use the new copy, and the old
+//! one, with the images of every slot warm for it, is released when the last
+//! call holding it ends. (The pages `keep_resident_bytes` kept outside the
+//! image stay, zeroed, for the slot's next call of any source.) The next
 //! call maps its memory image afresh (one page fault per page it touches).
 
 use super::loader::{Linked, SourceSet};

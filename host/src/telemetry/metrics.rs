@@ -302,7 +302,7 @@ impl Metrics {
         );
         r.register(
             "pool_idle_resident_bytes",
-            "Bytes of linear memory the pool's unused slots keep resident (sampled at each trim sweep)",
+            "Bytes of linear memory the pool's unused warm slots keep resident, as wasmtime counts them (sampled at each trim sweep; a trimmed slot counts 0)",
             m.pool_idle_resident_bytes.clone(),
         );
         Metrics { registry: r, ..m }
