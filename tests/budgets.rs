@@ -82,6 +82,23 @@ async fn deadline_of_a_busy_loop() {
     .await;
 }
 
+/// The epoch ticker parks after a second without guest calls; the next
+/// call must wake it, or a busy loop runs on until its fuel is gone (here
+/// seconds after its 300 ms deadline) and fails as `fuel_exhausted`.
+#[tokio::test]
+async fn deadline_of_a_busy_loop_after_the_ticker_slept() {
+    let s = start("loop", "fuel = 5_000_000_000\nmax_duration_ms = 300");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let token = s.token(Some("alice"), SCOPE);
+    let a = read(&s, &token, "hostile://bad/1").await;
+    assert_generic_internal_error(&a, &["bad"]);
+    s.wait_for_log(
+        &["guest call failed", "source=\"bad\"", "reason=\"deadline\""],
+        Duration::from_secs(10),
+    )
+    .unwrap_or_else(|| panic!("not stopped at its deadline:\n{}", s.log()));
+}
+
 #[tokio::test]
 async fn deadline_of_a_guest_spinning_on_the_clock() {
     expect_budget_failure(

@@ -127,7 +127,12 @@ fn a_component_that_does_not_compile_is_refused_with_the_compilers_reason() {
         b"\0asm\x0d\0\x01\0\x07garbage",
     )
     .unwrap();
-    refused(p, "broken.wasm", "does not compile");
+    // The parser's own words: they can only have come from the child.
+    refused(
+        p,
+        "broken.wasm",
+        "does not compile: failed to parse WebAssembly",
+    );
 }
 
 #[test]

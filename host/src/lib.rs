@@ -27,7 +27,7 @@ pub fn release_free_memory() {
 /// then stays resident in 2 MiB units, and it purges freed memory only in
 /// such units. Measured on the demo (Python and JavaScript guests, 200
 /// concurrent traversals): 292 MB a minute after the load with huge pages,
-/// 230 MB without (idle 150 / 137 MB). Call first thing in `main`.
+/// 234 MB without (idle 150 / 140 MB). Call first thing in `main`.
 pub fn no_transparent_huge_pages() {
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and changes only a
     // flag of this process's memory map; a failure leaves it as it was.

@@ -21,7 +21,7 @@ use super::cache::CacheError;
 use crate::config::RuntimeConfig;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::sync::OnceLock;
 use wasmtime::Engine;
@@ -65,7 +65,7 @@ enum ChildError {
     Failed(String),
 }
 
-fn in_child(exe: &PathBuf, config: &RuntimeConfig, wasm: &[u8]) -> Result<Vec<u8>, ChildError> {
+fn in_child(exe: &Path, config: &RuntimeConfig, wasm: &[u8]) -> Result<Vec<u8>, ChildError> {
     let config = serde_json::to_string(config).expect("RuntimeConfig serializes");
     let mut command = std::process::Command::new(exe);
     command

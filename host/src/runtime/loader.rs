@@ -182,7 +182,7 @@ impl Source {
 
     /// Whether the component exports `inventory` (a `list` callback).
     pub fn lists(&self) -> bool {
-        self.linked().list.is_some()
+        self.linked.read().unwrap().list.is_some()
     }
 
     /// The metric series of `what`, when it is a hot export.

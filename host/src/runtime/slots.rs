@@ -257,6 +257,17 @@ impl Slots {
         }
     }
 
+    /// Calls of `source` holding a slot now.
+    pub(crate) fn running_of(&self, source: &str) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .sources
+            .get(source)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Calls running now (for tests).
     #[cfg(test)]
     fn running(&self) -> usize {

@@ -15,7 +15,7 @@
 
 use super::loader::{Linked, SourceSet};
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What `Activity::last_end` counts from.
@@ -25,10 +25,10 @@ fn now_ms() -> u64 {
     START.elapsed().as_millis() as u64
 }
 
-/// A source's calls, as the trimmer sees them.
+/// A source's calls, as the trimmer sees them (how many run now is the
+/// slots' count: `Slots::running_of`).
 #[derive(Debug)]
 pub(crate) struct Activity {
-    running: AtomicUsize,
     /// Whether a call ran since the last trim (else there is nothing to give back).
     used: AtomicBool,
     /// When the last call ended, in ms since `START` (an atomic, not a
@@ -39,7 +39,6 @@ pub(crate) struct Activity {
 impl Default for Activity {
     fn default() -> Self {
         Activity {
-            running: AtomicUsize::new(0),
             // `describe()` at startup ran in a slot.
             used: AtomicBool::new(true),
             last_end_ms: AtomicU64::new(now_ms()),
@@ -47,21 +46,22 @@ impl Default for Activity {
     }
 }
 
-/// A call of the source, from before it instantiates until its store is gone.
+/// A call of the source, from before it instantiates until its store is
+/// gone (its slot is given back after that).
 pub(crate) struct Active<'a>(&'a Activity);
 
 impl Activity {
     pub(crate) fn enter(&self) -> Active<'_> {
-        self.running.fetch_add(1, Ordering::SeqCst);
         if !self.used.load(Ordering::Relaxed) {
             self.used.store(true, Ordering::Relaxed);
         }
         Active(self)
     }
 
-    /// Idle for at least `idle_for`, with calls since the last trim.
-    fn trimmable(&self, idle_for: Duration) -> bool {
-        self.running.load(Ordering::SeqCst) == 0
+    /// Idle for at least `idle_for` (and `running` calls now), with calls
+    /// since the last trim.
+    fn trimmable(&self, running: usize, idle_for: Duration) -> bool {
+        running == 0
             && self.used.load(Ordering::Relaxed)
             && now_ms().saturating_sub(self.last_end_ms.load(Ordering::Relaxed))
                 >= idle_for.as_millis() as u64
@@ -71,7 +71,6 @@ impl Activity {
 impl Drop for Active<'_> {
     fn drop(&mut self) {
         self.0.last_end_ms.store(now_ms(), Ordering::Relaxed);
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -81,7 +80,8 @@ impl SourceSet {
     pub fn trim_idle(&self, idle_for: Duration) -> usize {
         let mut trimmed = 0;
         for source in &self.sources {
-            if !source.activity.trimmable(idle_for) {
+            let running = self.runtime.slots.running_of(&source.log_name);
+            if !source.activity.trimmable(running, idle_for) {
                 continue;
             }
             let engine = &self.runtime.engine;
@@ -119,16 +119,15 @@ mod tests {
     #[test]
     fn only_an_idle_used_source_is_trimmable() {
         let a = Activity::default();
-        assert!(!a.trimmable(Duration::from_secs(60)), "recently used");
-        assert!(a.trimmable(Duration::ZERO));
-        let call = a.enter();
-        assert!(!a.trimmable(Duration::ZERO), "a call is running");
-        drop(call);
-        assert!(a.trimmable(Duration::ZERO));
+        assert!(!a.trimmable(0, Duration::from_secs(60)), "recently used");
+        assert!(a.trimmable(0, Duration::ZERO));
+        assert!(!a.trimmable(1, Duration::ZERO), "a call is running");
         a.used.store(false, Ordering::Relaxed);
         assert!(
-            !a.trimmable(Duration::ZERO),
+            !a.trimmable(0, Duration::ZERO),
             "nothing ran since the last trim"
         );
+        drop(a.enter());
+        assert!(a.trimmable(0, Duration::ZERO), "a call ran since");
     }
 }

@@ -297,7 +297,7 @@ impl Metrics {
         );
         r.register(
             "source_trims",
-            "Idle sources relinked so that the pool slots they warmed give their memory back (runtime.idle_trim_s)",
+            "Idle sources relinked so that the pool slots they warmed give their memory images back (runtime.idle_trim_s)",
             m.source_trims.clone(),
         );
         r.register(
