@@ -729,18 +729,24 @@ async fn trims_after(admin: &str, want: f64, within: Duration) -> (f64, String) 
     }
 }
 
-#[tokio::test]
-async fn an_idle_source_gives_its_pool_memory_back_and_serves_the_same_after() {
+/// A 20-item catalog with `idle_trim_s`; its admin URL and alice's token.
+fn trimming_server(idle_trim_s: u64) -> (Server, String, String) {
     let s = server()
-        .config(&format!("{ADMIN}[runtime]\nidle_trim_s = 1\n"))
+        .config(&format!("{ADMIN}[runtime]\nidle_trim_s = {idle_trim_s}\n"))
         .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
         .start();
     let admin = admin_url(&s);
     let alice = s.token(Some("alice"), "catalog:read");
+    (s, admin, alice)
+}
+
+#[tokio::test]
+async fn an_idle_source_gives_its_pool_memory_back_and_serves_the_same_after() {
+    let (s, admin, alice) = trimming_server(1);
     let (before, _) = traverse(&s.url, &alice).await;
     let (used, _) = trims_after(&admin, 0.0, Duration::ZERO).await;
-    // Idle for a second: relinked, and the slots warm for the old copy are
-    // released with it (the pool's idle slots then hold nothing).
+    // Idle for a second: relinked, and the slots warm for the old copy give
+    // their memory images back with it (wasmtime counts them at 0 then).
     let (trims, m) = trims_after(&admin, used + 1.0, Duration::from_secs(20)).await;
     assert_eq!(trims, used + 1.0, "never trimmed:\n{m}");
     assert_eq!(
@@ -761,12 +767,7 @@ async fn an_idle_source_gives_its_pool_memory_back_and_serves_the_same_after() {
 
 #[tokio::test]
 async fn with_idle_trim_off_nothing_is_trimmed() {
-    let s = server()
-        .config(&format!("{ADMIN}[runtime]\nidle_trim_s = 0\n"))
-        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
-        .start();
-    let admin = admin_url(&s);
-    let alice = s.token(Some("alice"), "catalog:read");
+    let (s, admin, alice) = trimming_server(0);
     traverse(&s.url, &alice).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (trims, m) = trims_after(&admin, 1.0, Duration::ZERO).await;
