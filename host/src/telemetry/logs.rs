@@ -3,7 +3,7 @@
 
 use super::traces;
 use crate::config::{Config, LogFormat};
-use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
+use tracing_subscriber::filter::{EnvFilter, FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{Layer, Registry};
 
@@ -40,18 +40,42 @@ pub fn init_with_traces(format: LogFormat, config: &Config) -> Result<(), traces
 
 fn install(format: LogFormat, traces: Option<BoxedLayer>) {
     // A second init (the config could not be read, then was) keeps the first.
-    let _ = subscriber(format, traces).try_init();
+    if subscriber(format, traces).try_init().is_ok() {
+        // `try_init` sets the `log` crate's level from all layers, and the
+        // traces layer takes every level (of its own spans); but `log`
+        // records only ever reach the log lines, so their filter bounds them.
+        log::set_max_level(as_log(log_filter().max_level_hint()));
+    }
+}
+
+fn log_filter() -> EnvFilter {
+    EnvFilter::try_from_env(FILTER_VAR).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
+}
+
+fn as_log(level: Option<LevelFilter>) -> log::LevelFilter {
+    match level.unwrap_or(LevelFilter::TRACE) {
+        LevelFilter::OFF => log::LevelFilter::Off,
+        LevelFilter::ERROR => log::LevelFilter::Error,
+        LevelFilter::WARN => log::LevelFilter::Warn,
+        LevelFilter::INFO => log::LevelFilter::Info,
+        LevelFilter::DEBUG => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    }
 }
 
 fn subscriber(
     format: LogFormat,
     traces: Option<BoxedLayer>,
 ) -> tracing_subscriber::layer::Layered<Vec<BoxedLayer>, Registry> {
-    let filter =
-        EnvFilter::try_from_env(FILTER_VAR).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let filter = log_filter();
     // Spans made for traces are never log lines (and, with traces off,
-    // nothing is interested in them, so they cost nothing).
-    let filter = filter.and(filter_fn(|m| m.target() != traces::TARGET));
+    // nothing is interested in them, so they cost nothing). The target test
+    // says nothing about levels: without its hint the combined filter would
+    // have none, the `log` crate's level would stay at TRACE, and every
+    // `log::trace!` of wasmtime (a few per guest call) would be matched
+    // against the directives instead of stopping at one atomic load.
+    let filter = filter
+        .and(filter_fn(|m| m.target() != traces::TARGET).with_max_level_hint(LevelFilter::TRACE));
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
@@ -103,5 +127,22 @@ mod tests {
             });
         }
         assert_eq!(EVALUATED.load(Ordering::Relaxed), 0);
+    }
+
+    /// The log lines' level bounds the whole subscriber (with traces off),
+    /// so `log` and `tracing` macros below it stop at one atomic load rather
+    /// than being matched against the directives.
+    #[test]
+    fn the_subscriber_hints_the_filters_level() {
+        use tracing::Subscriber;
+        assert_eq!(
+            subscriber(LogFormat::Human, None).max_level_hint(),
+            log_filter().max_level_hint()
+        );
+        assert_eq!(
+            EnvFilter::new(DEFAULT_FILTER).max_level_hint(),
+            Some(LevelFilter::INFO)
+        );
+        assert_eq!(as_log(Some(LevelFilter::INFO)), log::LevelFilter::Info);
     }
 }
