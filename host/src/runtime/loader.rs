@@ -21,30 +21,79 @@ use crate::config::{
 };
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::ExportSeries;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, TypedFunc};
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
+    TypedFunc,
+};
 use wasmtime::{AsContextMut, Store};
+
+/// The signature the host calls an export with; `Export<S>` checks it once
+/// and only ever hands out functions of this signature.
+trait Signature {
+    type Params<'a>: ComponentNamedList + Lower;
+    type Return: ComponentNamedList + Lift;
+}
 
 /// `list` as the host calls it: the page is lifted into one buffer
 /// (`page::GuestPage`) rather than the bindgen `InventoryPage`.
-type ListFunc<'a> =
-    TypedFunc<(Option<&'a str>, u32, &'a CallContext), (Result<GuestPage, SourceError>,)>;
+enum ListSignature {}
+impl Signature for ListSignature {
+    type Params<'a> = (Option<&'a str>, u32, &'a CallContext);
+    type Return = (Result<GuestPage, SourceError>,);
+}
 
 /// `read` as the host calls it: the result is lifted through the read's
 /// byte bound (`contents::GuestContents`) rather than as bindgen's
 /// `Vec<ResourceContents>`.
-type ReadFunc<'a> = TypedFunc<(&'a str, &'a CallContext), (Result<GuestContents, SourceError>,)>;
+enum ReadSignature {}
+impl Signature for ReadSignature {
+    type Params<'a> = (&'a str, &'a CallContext);
+    type Return = (Result<GuestContents, SourceError>,);
+}
 
-/// Look up `list` with its signature checked (a mismatch is a wasmtime
-/// "type mismatch" error, reported at startup as a wrong world).
-fn list_func<'a>(
-    store: impl AsContextMut<Data = HostState>,
-    instance: &Instance,
-    index: &ComponentExportIndex,
-) -> wasmtime::Result<ListFunc<'a>> {
-    instance.get_typed_func(store, index)
+/// An export of one compiled component, its signature checked against the
+/// host's on the first instance that looks it up (a mismatch is a wasmtime
+/// "type mismatch" error, reported at startup as a wrong world). The type is
+/// the component's, the same in every instance of it, so later instances
+/// skip the check (a comparison of every field and case name, per call).
+struct Export<S> {
+    index: ComponentExportIndex,
+    checked: AtomicBool,
+    signature: PhantomData<S>,
+}
+
+impl<S: Signature> Export<S> {
+    fn new(index: ComponentExportIndex) -> Self {
+        Self {
+            index,
+            checked: AtomicBool::new(false),
+            signature: PhantomData,
+        }
+    }
+
+    fn typed<'a>(
+        &self,
+        mut store: impl AsContextMut<Data = HostState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<TypedFunc<S::Params<'a>, S::Return>> {
+        if self.checked.load(Ordering::Acquire) {
+            let func = instance
+                .get_func(&mut store, self.index)
+                .ok_or_else(|| wasmtime::format_err!("export missing from its own component"))?;
+            // SAFETY: `S` was checked against this export's type on an
+            // earlier instance of the same component (a `Linked` has one),
+            // and an `Export<S>` hands out no other signature.
+            return Ok(unsafe { TypedFunc::new_unchecked(func) });
+        }
+        let func = instance.get_typed_func(&mut store, self.index)?;
+        self.checked.store(true, Ordering::Release);
+        Ok(func)
+    }
 }
 
 /// A startup refusal: the file at fault and why.
@@ -124,9 +173,9 @@ pub(crate) struct Linked {
     pub(crate) pre: InstancePre<HostState>,
     template: template::GuestIndices,
     /// The template's `read` export.
-    read: ComponentExportIndex,
+    read: Export<ReadSignature>,
     /// The `list` export, if the component exports `inventory`.
-    list: Option<ComponentExportIndex>,
+    list: Option<Export<ListSignature>>,
 }
 
 impl Linked {
@@ -169,8 +218,8 @@ impl Linked {
         Ok(Linked {
             pre,
             template,
-            read,
-            list,
+            read: Export::new(read),
+            list: list.map(Export::new),
         })
     }
 }
@@ -211,7 +260,7 @@ impl Source {
             Box::pin(async move {
                 let guest = linked.template.load(&mut *store, instance)?;
                 if let Some(list) = &linked.list {
-                    list_func(&mut *store, instance, list)?;
+                    list.typed(&mut *store, instance)?;
                 }
                 guest.call_describe(&mut *store).await.map(Ok)
             })
@@ -233,7 +282,7 @@ impl Source {
         self.call(scope, "read", move |store, instance, linked| {
             Box::pin(async move {
                 let context = with_enforced_deadline(context, store);
-                let func: ReadFunc = instance.get_typed_func(&mut *store, linked.read)?;
+                let func = linked.read.typed(&mut *store, instance)?;
                 let call = func.call_async(&mut *store, (&uri, &context));
                 let (result,) = with_read_bound(max_bytes, call).await?;
                 Ok(result.map(|contents| contents.0))
@@ -266,7 +315,7 @@ impl Source {
                         wasmtime::bail!("source does not export inventory");
                     };
                     let context = with_enforced_deadline(context, store);
-                    let func = list_func(&mut *store, instance, list)?;
+                    let func = list.typed(&mut *store, instance)?;
                     let (page,) = func
                         .call_async(&mut *store, (after.as_deref(), limit, &context))
                         .await?;
