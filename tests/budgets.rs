@@ -25,14 +25,33 @@ async fn read(s: &Server, token: &str, uri: &str) -> Answer {
 
 /// A server with one misbehaving source and a healthy one after it.
 fn start(mode: &str, budget: &str) -> Server {
+    start_with(mode, budget, "")
+}
+
+/// `start` with more server config.
+fn start_with(mode: &str, budget: &str, config: &str) -> Server {
     server()
+        .config(config)
         .hostile("bad", mode, &format!("[budget]\n{budget}"))
         .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
         .start()
 }
 
+/// Guest calls handed to a dedicated thread (`[runtime] guest_threads`).
+const ON_A_GUEST_THREAD: &str = "[runtime]\nguest_threads = 1\n";
+
 async fn expect_budget_failure(mode: &str, budget: &str, reason: &str, method: &str) {
-    let s = start(mode, budget);
+    expect_budget_failure_with(mode, budget, reason, method, "").await
+}
+
+async fn expect_budget_failure_with(
+    mode: &str,
+    budget: &str,
+    reason: &str,
+    method: &str,
+    config: &str,
+) {
+    let s = start_with(mode, budget, config);
     let token = s.token(Some("alice"), SCOPE);
     let a = match method {
         "read" => read(&s, &token, "hostile://bad/1").await,
@@ -80,6 +99,20 @@ async fn deadline_of_a_busy_loop() {
         "read",
     )
     .await;
+}
+
+#[tokio::test]
+async fn on_a_guest_thread_budgets_hold() {
+    for (budget, reason, method) in [
+        (
+            "fuel = 1_000_000_000_000\nmax_duration_ms = 300",
+            "deadline",
+            "read",
+        ),
+        ("fuel = 20_000_000", "fuel_exhausted", "list"),
+    ] {
+        expect_budget_failure_with("loop", budget, reason, method, ON_A_GUEST_THREAD).await;
+    }
 }
 
 /// The epoch ticker parks after a second without guest calls; the next
@@ -180,7 +213,22 @@ fn send_and_hang_up(s: &Server, token: &str, uri: &str) {
 
 #[tokio::test]
 async fn a_client_disconnect_stops_the_guest() {
-    let s = start("loop", "fuel = 1_000_000_000_000\nmax_duration_ms = 60000");
+    expect_a_disconnect_to_stop_the_guest("").await;
+}
+
+/// The call runs on another thread's runtime: the request's future that
+/// waits for it is what the disconnect drops, and the call must go too.
+#[tokio::test]
+async fn on_a_guest_thread_a_client_disconnect_stops_the_guest() {
+    expect_a_disconnect_to_stop_the_guest(ON_A_GUEST_THREAD).await;
+}
+
+async fn expect_a_disconnect_to_stop_the_guest(config: &str) {
+    let s = start_with(
+        "loop",
+        "fuel = 1_000_000_000_000\nmax_duration_ms = 60000",
+        config,
+    );
     let token = s.token(Some("alice"), SCOPE);
     send_and_hang_up(&s, &token, "hostile://bad/1");
     let line = s

@@ -203,6 +203,18 @@ const PARENT_B: &str = "00f067aa0ba902b7";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_its_guest_call_and_capability_calls_form_one_trace() {
+    expect_one_trace_per_request("").await;
+}
+
+/// The same with guest calls on a thread of their own: the call's span is
+/// still the request's child, and so are its HTTP request and SQL statement
+/// (made from that thread's runtime).
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_guest_thread_a_request_and_its_calls_still_form_one_trace() {
+    expect_one_trace_per_request("[runtime]\nguest_threads = 1\n").await;
+}
+
+async fn expect_one_trace_per_request(runtime: &str) {
     let receiver = Receiver::start().await;
     let (backend, seen) = backend().await;
     let dir = tempfile::tempdir().unwrap();
@@ -213,7 +225,7 @@ async fn a_request_its_guest_call_and_capability_calls_form_one_trace() {
         .unwrap();
     let s = server()
         .config(&format!(
-            "[traces]\nendpoint = \"{}\"\nservice_name = \"emseepea-test\"\n[databases.main]\nfile = \"{}\"\n",
+            "[traces]\nendpoint = \"{}\"\nservice_name = \"emseepea-test\"\n[databases.main]\nfile = \"{}\"\n{runtime}",
             receiver.url,
             db.display()
         ))

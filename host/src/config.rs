@@ -164,6 +164,8 @@ pub const DEFAULT_SOURCE_SHARE: (u32, u32) = (3, 4);
 /// retryable 429 (over the caller's share) or 503 (host or source full).
 /// The wait does not count against the guest's `max_duration_ms`.
 pub const DEFAULT_SLOT_WAIT_MS: u64 = 500;
+/// Most `[runtime] guest_threads` (each is an OS thread with its runtime).
+pub const MAX_GUEST_THREADS: u32 = 64;
 /// `Retry-After` (seconds) of those 429/503 answers.
 pub const RETRY_AFTER_S: u64 = 1;
 
@@ -483,6 +485,9 @@ pub struct RuntimeConfig {
     /// A source without calls for this long is relinked, so that the pool
     /// memory its idle slots keep resident goes back to the OS (0: never).
     pub idle_trim_s: u64,
+    /// Threads that run guest calls, handed over from the request's worker
+    /// (`runtime/guest_threads.rs`); 0: calls run on the worker.
+    pub guest_threads: u32,
     /// Core instances, memories and tables one component may have
     /// (interpreted languages need more than Rust guests).
     pub max_core_instances_per_component: u32,
@@ -506,6 +511,7 @@ impl Default for RuntimeConfig {
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
             pagemap_scan: true,
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
+            guest_threads: 0,
             max_core_instances_per_component: 64,
             max_memories_per_component: 16,
             max_tables_per_component: 16,
@@ -843,6 +849,11 @@ impl Config {
                 "runtime.epoch_tick_us and runtime.max_concurrent_calls must be positive".into(),
             );
         }
+        if self.runtime.guest_threads > MAX_GUEST_THREADS {
+            return Err(format!(
+                "runtime.guest_threads must be at most {MAX_GUEST_THREADS}"
+            ));
+        }
         if self.runtime.max_calls_per_caller == Some(0)
             || self.runtime.max_calls_per_source == Some(0)
         {
@@ -1062,6 +1073,22 @@ mod tests {
         let e = parse("sources_dir = 's'\nstate_dir = 't'\n[runtime]\nmax_calls_per_caller = 0\n")
             .unwrap_err();
         assert!(e.to_string().contains("max_calls_per_caller"), "{e}");
+    }
+
+    #[test]
+    fn guest_threads_are_bounded() {
+        let with = |n: u32| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[runtime]\nguest_threads = {n}\n"
+            ))
+        };
+        assert_eq!(with(0).unwrap().runtime.guest_threads, 0);
+        assert_eq!(
+            with(MAX_GUEST_THREADS).unwrap().runtime.guest_threads,
+            MAX_GUEST_THREADS
+        );
+        let e = with(MAX_GUEST_THREADS + 1).unwrap_err();
+        assert!(e.to_string().contains("guest_threads"), "{e}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::telemetry::metrics::{ExportSeries, InFlight, metrics};
 use crate::telemetry::{spans, traces};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 use wasmtime::component::Instance;
@@ -39,10 +40,43 @@ const TIMER_SLACK: Duration = Duration::from_millis(20);
 pub(crate) type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 impl Source {
-    /// Run `f` against a fresh instance of this source under a budget. A
+    /// Run `f` against a fresh instance of this source under a budget, on a
+    /// guest thread if there are any (`guest_threads.rs`), else here. A
     /// `source-error` the guest returned is `GuestError::Source` (so that
     /// the call's log line says so).
     pub(crate) async fn call<R, F>(
+        self: &Arc<Self>,
+        scope: &RequestScope,
+        what: &'static str,
+        f: F,
+    ) -> Result<R, GuestError>
+    where
+        R: Send + 'static,
+        F: for<'a> FnOnce(
+                &'a mut Store<HostState>,
+                &'a Instance,
+                &'a Linked,
+            ) -> CallFuture<'a, Result<R, SourceError>>
+            + Send
+            + 'static,
+    {
+        let Some(threads) = &self.runtime.guest_threads else {
+            return self.call_here(scope, what, f).await;
+        };
+        let source = self.clone();
+        let scope = scope.clone();
+        // The call's span keeps the request's as its parent.
+        let call = async move { source.call_here(&scope, what, f).await }
+            .instrument(tracing::Span::current());
+        // `None`: the threads are stopping (shutdown) or the call panicked.
+        threads
+            .run(call)
+            .await
+            .unwrap_or(Err(GuestError::Cancelled))
+    }
+
+    /// `call` on this thread.
+    pub(crate) async fn call_here<R, F>(
         &self,
         scope: &RequestScope,
         what: &'static str,

@@ -2,6 +2,7 @@
 //! and the slots that bound concurrent guest calls (fairly: `slots.rs`).
 
 use super::capabilities;
+use super::guest_threads::GuestThreads;
 use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
 use crate::config::RuntimeConfig;
@@ -23,6 +24,8 @@ pub struct Runtime {
     /// (+ spares), so a call waits (briefly) instead of failing to instantiate.
     pub(crate) slots: Arc<Slots>,
     pub(crate) ticker: EpochTicker,
+    /// Where guest calls run when `[runtime] guest_threads` > 0.
+    pub(crate) guest_threads: Option<GuestThreads>,
 }
 
 impl Runtime {
@@ -42,6 +45,8 @@ impl Runtime {
                 max_wait: Duration::from_millis(config.slot_wait_ms),
             }),
             ticker,
+            guest_threads: GuestThreads::start(config.guest_threads)
+                .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
         })
     }
 

@@ -256,7 +256,8 @@ impl Source {
     }
 
     async fn describe(&self, scope: &RequestScope) -> Result<Template, GuestError> {
-        self.call(scope, "describe", move |store, instance, linked| {
+        // At startup, before the source is shared: on this thread.
+        self.call_here(scope, "describe", move |store, instance, linked| {
             Box::pin(async move {
                 let guest = linked.template.load(&mut *store, instance)?;
                 if let Some(list) = &linked.list {
@@ -272,7 +273,7 @@ impl Source {
     /// `contents` does) is refused while lifting, before it is copied
     /// (`GuestError::ResultTooLarge`); otherwise it is the guest's, unvalidated.
     pub async fn read(
-        &self,
+        self: &Arc<Self>,
         uri: &str,
         context: CallContext,
         scope: &RequestScope,
@@ -293,7 +294,7 @@ impl Source {
 
     /// Call the guest's `list`. The page is the guest's, unvalidated.
     pub async fn list(
-        &self,
+        self: &Arc<Self>,
         after: Option<&str>,
         limit: u32,
         context: CallContext,

@@ -20,6 +20,7 @@ pub mod compile;
 mod contents;
 mod definition;
 mod engine;
+mod guest_threads;
 mod host_state;
 mod loader;
 mod output;
