@@ -1,5 +1,11 @@
 //! Quick per-call timing for tuning (not a benchmark of record; see benches/).
 //! usage: cargo run --release --example callbench -- GUEST [CALLS] [LIMIT]
+//!
+//! Environment, to reproduce what a call meets in a busy server (BENCHMARKS.md,
+//! "Why a guest call costs more in the server"):
+//! - `ITEMS=N` the catalog's `items`; `AFTER=KEY` list after that key.
+//! - `IDLE_US=N` sleep N µs after each call (the core idles between requests).
+//! - `TRASH_KB=N` write N KiB after each call (other work evicts the data cache).
 use emseepea::config::Config;
 use emseepea::runtime::types::{CallContext, Principal};
 use emseepea::runtime::{CallerKey, RequestScope, Runtime, SourceSet};
@@ -23,9 +29,24 @@ fn main() {
     )
     .unwrap();
     let manifest = root.join(format!("target/guests/{guest}.toml"));
-    if manifest.is_file() {
+    if let Ok(items) = std::env::var("ITEMS") {
+        std::fs::write(
+            dir.path().join(format!("s/{guest}.toml")),
+            format!("[config]\nitems = \"{items}\"\n"),
+        )
+        .unwrap();
+    } else if manifest.is_file() {
         std::fs::copy(&manifest, dir.path().join(format!("s/{guest}.toml"))).unwrap();
     }
+    let after: Option<String> = std::env::var("AFTER").ok();
+    let idle_us: u64 = std::env::var("IDLE_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let trash_kb: usize = std::env::var("TRASH_KB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let extra = std::env::var("EXTRA").unwrap_or_default();
     std::fs::write(dir.path().join("c.toml"), format!("sources_dir = \"s\"\nstate_dir = \"st\"\ncache_dir = \"{}\"\ncache_key_file = \"{}\"\n{extra}\n[auth]\nmode = \"dev\"\n", root.join("target/bench-cache").display(), root.join("target/bench-cache.key").display())).unwrap();
     let config = Config::load(&dir.path().join("c.toml")).unwrap();
@@ -46,11 +67,14 @@ fn main() {
         deadline_ms: 0,
     };
     for tasks in [1usize, 2, 4, 64] {
+        let in_call = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let start = Instant::now();
         rt.block_on(async {
             let mut hs = Vec::new();
             for _ in 0..tasks {
                 let s = source.clone();
+                let after = after.clone();
+                let in_call = in_call.clone();
                 hs.push(tokio::spawn(async move {
                     for _ in 0..calls / tasks {
                         let scope = RequestScope::new(
@@ -58,7 +82,20 @@ fn main() {
                             "b",
                             CallerKey::host(),
                         );
-                        s.list(None, limit, ctx(), &scope).await.unwrap();
+                        let t0 = Instant::now();
+                        s.list(after.as_deref(), limit, ctx(), &scope)
+                            .await
+                            .unwrap();
+                        in_call.fetch_add(
+                            t0.elapsed().as_nanos() as u64,
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                        if idle_us > 0 {
+                            std::thread::sleep(Duration::from_micros(idle_us));
+                        }
+                        if trash_kb > 0 {
+                            touch_data(trash_kb);
+                        }
                     }
                 }));
             }
@@ -68,9 +105,28 @@ fn main() {
         });
         let el = start.elapsed();
         println!(
+            "{guest} list({limit}) x{calls} tasks={tasks}: in the call {:.1} us",
+            in_call.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3 / calls as f64
+        );
+        println!(
             "{guest} list({limit}) x{calls} tasks={tasks}: {:.1} us/call, {:.0} calls/s",
             el.as_secs_f64() * 1e6 / calls as f64 * tasks as f64,
             calls as f64 / el.as_secs_f64()
         );
     }
+}
+
+/// Write one byte of every cache line of a `kb` KiB buffer (kept per thread).
+fn touch_data(kb: usize) {
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        buffer.resize(kb * 1024, 1);
+        for i in (0..buffer.len()).step_by(64) {
+            buffer[i] = buffer[i].wrapping_add(1);
+        }
+        std::hint::black_box(&*buffer);
+    });
 }
