@@ -3,17 +3,28 @@
 # dev bearer token, sealed cursors, a legacy session per connection; empty
 # precompile cache, so it compiles at start) beside the peers' servers.
 # Usage: benchmarks/peers.sh [RUNS] [SECONDS]   (after benchmarks/setup.sh)
+#   ALSO=ems-gt.toml benchmarks/peers.sh ...   a second emseepea (another
+#   config in target/ems, as "emseepea-2") in the same run, cell by cell.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release/emseepea
 cd "$ROOT/target/ems"
-rm -rf state/cache
-PORT=18301
-$B serve --config ems.toml --listen 127.0.0.1:$PORT > "$ROOT/target/ems/bench-server.log" 2>&1 &
-EPID=$!
-trap 'kill $EPID 2>/dev/null || true' EXIT
-for _ in $(seq 300); do grep -q "listening on" bench-server.log && break; sleep 0.2; done
-TOKEN=$($B token --config ems.toml --sub alice --scope catalog:read --audience http://127.0.0.1:$PORT/mcp)
+rm -rf state/cache state2
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
+# start NAME CONFIG PORT STATE_DIR: a server, then its `-H` and URL arguments.
+ARGS=()
+start() {
+  local log="$ROOT/target/ems/bench-$1.log"
+  sed "s#^state_dir = .*#state_dir = \"$4\"#" "$2" > "bench-$1.toml"
+  $B serve --config "bench-$1.toml" --listen "127.0.0.1:$3" > "$log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 300); do grep -q "listening on" "$log" && break; sleep 0.2; done
+  local token
+  token=$($B token --config "bench-$1.toml" --sub alice --scope catalog:read --audience "http://127.0.0.1:$3/mcp")
+  ARGS+=(-H "$1=Authorization: Bearer $token" --prime "$1" "$1=http://127.0.0.1:$3/mcp@SESSION")
+}
+start emseepea ems.toml 18301 state
+if [ -n "${ALSO:-}" ]; then start emseepea-2 "$ALSO" 18311 state2; fi
 cd "$ROOT/target/peers"
-./bench.sh -r "${1:-1}" -d "${2:-5}" -s "bare-hyper rmcp ts-sdk python-2w" --no-wrk \
-  -H "emseepea=Authorization: Bearer $TOKEN" --prime emseepea "emseepea=http://127.0.0.1:$PORT/mcp@SESSION"
+./bench.sh -r "${1:-1}" -d "${2:-5}" -s "bare-hyper rmcp ts-sdk python-2w" --no-wrk "${ARGS[@]}"

@@ -27,4 +27,6 @@ max_sessions_per_principal = 1000
 max_calls_per_caller = 64
 max_calls_per_source = 64
 TOML
+# The same with guest calls on a thread of their own.
+sed 's/^\[runtime\]$/[runtime]\nguest_threads = 1/' target/ems/ems.toml > target/ems/ems-gt.toml
 echo "ready: benchmarks/peers.sh, benchmarks/ab.sh, benchmarks/demo-rss.sh"
