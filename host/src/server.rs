@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Everything loaded and validated, not yet listening.
 pub struct Loaded {
@@ -175,7 +176,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         Some(a) => {
             let admin = admin::bind(a, addr).await?;
             tracing::info!(admin = %admin.local_addr()?, "admin listener up");
-            Some(AbortOnDrop(tokio::spawn(admin::serve(
+            Some(AbortOnDropHandle::new(tokio::spawn(admin::serve(
                 admin,
                 health.clone(),
             ))))
@@ -273,13 +274,13 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
 /// Every few seconds, trim the sources idle for `runtime.idle_trim_s`
 /// (`runtime::trim`) and sample what the pool's idle slots hold; the task
 /// ends with `serve`. Off when `idle_trim_s` is 0.
-fn trim_idle_sources(app: Arc<App>) -> Option<AbortOnDrop> {
+fn trim_idle_sources(app: Arc<App>) -> Option<AbortOnDropHandle<()>> {
     let idle = Duration::from_secs(app.config.runtime.idle_trim_s);
     if idle.is_zero() {
         return None;
     }
     let every = (idle / 3).clamp(Duration::from_secs(1), Duration::from_secs(10));
-    Some(AbortOnDrop(tokio::spawn(async move {
+    Some(AbortOnDropHandle::new(tokio::spawn(async move {
         let mut ticks = tokio::time::interval(every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -295,15 +296,6 @@ fn trim_idle_sources(app: Arc<App>) -> Option<AbortOnDrop> {
             .await;
         }
     })))
-}
-
-/// The admin task ends with `serve`.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 async fn shutdown_signal() {

@@ -68,7 +68,7 @@ impl Source {
         // The call's span keeps the request's as its parent.
         let call = async move { source.call_here(&scope, what, f).await }
             .instrument(tracing::Span::current());
-        // `None`: the threads are stopping (shutdown) or the call panicked.
+        // `None`: the threads are stopping (shutdown).
         threads
             .run(call)
             .await

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
+use tokio_util::task::AbortOnDropHandle;
 
 pub(crate) struct GuestThreads {
     handles: Vec<Handle>,
@@ -70,23 +71,18 @@ impl GuestThreads {
     }
 
     /// Run `call` on the next thread; its result, or `None` if it was
-    /// aborted (the threads are stopping) or panicked.
+    /// aborted because the threads are stopping. A panic in it goes on in
+    /// the caller, as it would have on the worker. Dropping the returned
+    /// future (client gone, deadline, shutdown) aborts the call.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         call: impl Future<Output = T> + Send + 'static,
     ) -> Option<T> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        let mut task = AbortOnDrop(self.handles[i].spawn(call));
-        (&mut task.0).await.ok()
-    }
-}
-
-/// Aborts the call when the request stops waiting for it (client gone,
-/// deadline, shutdown), as dropping its future does on the worker.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
+        match AbortOnDropHandle::new(self.handles[i].spawn(call)).await {
+            Ok(value) => Some(value),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => None,
+        }
     }
 }
