@@ -3,6 +3,7 @@
 
 use super::traces;
 use crate::config::{Config, LogFormat};
+use tracing_log::AsLog;
 use tracing_subscriber::filter::{EnvFilter, FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{Layer, Registry};
@@ -44,23 +45,13 @@ fn install(format: LogFormat, traces: Option<BoxedLayer>) {
         // `try_init` sets the `log` crate's level from all layers, and the
         // traces layer takes every level (of its own spans); but `log`
         // records only ever reach the log lines, so their filter bounds them.
-        log::set_max_level(as_log(log_filter().max_level_hint()));
+        let level = log_filter().max_level_hint().unwrap_or(LevelFilter::TRACE);
+        tracing_log::log::set_max_level(level.as_log());
     }
 }
 
 fn log_filter() -> EnvFilter {
     EnvFilter::try_from_env(FILTER_VAR).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
-}
-
-fn as_log(level: Option<LevelFilter>) -> log::LevelFilter {
-    match level.unwrap_or(LevelFilter::TRACE) {
-        LevelFilter::OFF => log::LevelFilter::Off,
-        LevelFilter::ERROR => log::LevelFilter::Error,
-        LevelFilter::WARN => log::LevelFilter::Warn,
-        LevelFilter::INFO => log::LevelFilter::Info,
-        LevelFilter::DEBUG => log::LevelFilter::Debug,
-        _ => log::LevelFilter::Trace,
-    }
 }
 
 fn subscriber(
@@ -143,6 +134,5 @@ mod tests {
             EnvFilter::new(DEFAULT_FILTER).max_level_hint(),
             Some(LevelFilter::INFO)
         );
-        assert_eq!(as_log(Some(LevelFilter::INFO)), log::LevelFilter::Info);
     }
 }
