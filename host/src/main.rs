@@ -99,7 +99,7 @@ enum Command {
     },
     /// Internal: compile one component (wasm on stdin, artifact on stdout)
     /// for a server of this binary; see `runtime::compile`.
-    #[command(name = "__compile-component", hide = true)]
+    #[command(name = emseepea::runtime::compile::CHILD_SUBCOMMAND, hide = true)]
     CompileComponent { runtime_config: String },
 }
 
