@@ -3,7 +3,7 @@
 # dev bearer token, sealed cursors, a legacy session per connection; empty
 # precompile cache, so it compiles at start) beside the peers' servers.
 # Usage: benchmarks/peers.sh [RUNS] [SECONDS]   (after benchmarks/setup.sh)
-#   ALSO=ems-gt.toml benchmarks/peers.sh ...   a second emseepea (another
+#   ALSO=ems-inline.toml benchmarks/peers.sh ...   a second emseepea (another
 #   config in target/ems, as "emseepea-2") in the same run, cell by cell.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -27,6 +27,8 @@ max_sessions_per_principal = 1000
 max_calls_per_caller = 64
 max_calls_per_source = 64
 TOML
-# The same with guest calls on a thread of their own.
-sed 's/^\[runtime\]$/[runtime]\nguest_threads = 1/' target/ems/ems.toml > target/ems/ems-gt.toml
+# The same with guest calls always on the request's worker (before
+# guest threads were on by default), and always handed over.
+sed 's/^\[runtime\]$/[runtime]\nguest_threads = 0/' target/ems/ems.toml > target/ems/ems-inline.toml
+sed 's/^\[runtime\]$/[runtime]\nguest_threads_from_connections = 0/' target/ems/ems.toml > target/ems/ems-gt.toml
 echo "ready: benchmarks/peers.sh, benchmarks/ab.sh, benchmarks/demo-rss.sh"

@@ -38,7 +38,8 @@ fn start_with(mode: &str, budget: &str, config: &str) -> Server {
 }
 
 /// Guest calls handed to a dedicated thread (`[runtime] guest_threads`).
-const ON_A_GUEST_THREAD: &str = "[runtime]\nguest_threads = 1\n";
+const ON_A_GUEST_THREAD: &str =
+    "[runtime]\nguest_threads = 1\nguest_threads_from_connections = 0\n";
 
 async fn expect_budget_failure(mode: &str, budget: &str, reason: &str, method: &str) {
     expect_budget_failure_with(mode, budget, reason, method, "").await

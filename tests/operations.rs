@@ -773,3 +773,60 @@ async fn with_idle_trim_off_nothing_is_trimmed() {
     let (trims, m) = trims_after(&admin, 1.0, Duration::ZERO).await;
     assert_eq!(trims, 0.0, "{m}");
 }
+
+/// `guest_threads` takes calls only while the server has the clients to
+/// pay for the hand-over (`guest_threads_from_connections`, default 8):
+/// one client alone is served on the worker, at a wake-up less per call.
+#[tokio::test]
+async fn guest_threads_take_calls_only_while_enough_clients_are_connected() {
+    let s = server()
+        .config(&format!("{ADMIN}[runtime]\nguest_threads = 1\n"))
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start();
+    let admin = admin_url(&s);
+    let alice = s.token(Some("alice"), "catalog:read");
+    let handed_over = || async {
+        let (_, m) = get(&format!("{admin}/metrics")).await;
+        series(&m, "emseepea_guest_calls_on_guest_threads_total")
+    };
+    let reads = |n: usize| {
+        let (url, alice) = (s.url.clone(), alice.clone());
+        async move {
+            for i in 0..n {
+                let uri = format!("catalog://catalog/items/{:010}", i + 1);
+                let a = modern(
+                    &url,
+                    Some(&alice),
+                    json!(i),
+                    "resources/read",
+                    json!({"uri": uri}),
+                )
+                .await;
+                assert!(a.json()["result"]["contents"].is_array(), "{}", a.text());
+            }
+        }
+    };
+
+    // One client: on the worker.
+    reads(5).await;
+    assert_eq!(handed_over().await, 0.0);
+
+    // Eight more clients connected (idle): the same reads go to the thread.
+    let addr = s
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let others: Vec<_> = (0..8)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    reads(5).await;
+    assert_eq!(handed_over().await, 5.0);
+
+    // They leave: back on the worker.
+    drop(others);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    reads(5).await;
+    assert_eq!(handed_over().await, 5.0);
+}

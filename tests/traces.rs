@@ -211,7 +211,10 @@ async fn a_request_its_guest_call_and_capability_calls_form_one_trace() {
 /// (made from that thread's runtime).
 #[tokio::test(flavor = "multi_thread")]
 async fn on_a_guest_thread_a_request_and_its_calls_still_form_one_trace() {
-    expect_one_trace_per_request("[runtime]\nguest_threads = 1\n").await;
+    expect_one_trace_per_request(
+        "[runtime]\nguest_threads = 1\nguest_threads_from_connections = 0\n",
+    )
+    .await;
 }
 
 async fn expect_one_trace_per_request(runtime: &str) {

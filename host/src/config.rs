@@ -166,6 +166,15 @@ pub const DEFAULT_SOURCE_SHARE: (u32, u32) = (3, 4);
 pub const DEFAULT_SLOT_WAIT_MS: u64 = 500;
 /// Most `[runtime] guest_threads` (each is an OS thread with its runtime).
 pub const MAX_GUEST_THREADS: u32 = 64;
+/// Default `[runtime] guest_threads`: half the cores (at least one), leaving
+/// the others to the workers' HTTP, JSON and socket work.
+pub fn default_guest_threads() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    cores.div_ceil(2).min(MAX_GUEST_THREADS)
+}
+/// Client connections open from which calls go to the guest threads: below
+/// it the hand-over's two wake-ups cost a lone client more than it saves.
+pub const DEFAULT_GUEST_THREADS_FROM_CONNECTIONS: u32 = 8;
 /// `Retry-After` (seconds) of those 429/503 answers.
 pub const RETRY_AFTER_S: u64 = 1;
 
@@ -486,8 +495,11 @@ pub struct RuntimeConfig {
     /// memory its idle slots keep resident goes back to the OS (0: never).
     pub idle_trim_s: u64,
     /// Threads that run guest calls, handed over from the request's worker
-    /// (`runtime/guest_threads.rs`); 0: calls run on the worker.
+    /// (`runtime/guest_threads.rs`); 0: calls always run on the worker.
     pub guest_threads: u32,
+    /// Calls go to the guest threads only while at least this many client
+    /// connections are open (0: always); below, they run on the worker.
+    pub guest_threads_from_connections: u32,
     /// Core instances, memories and tables one component may have
     /// (interpreted languages need more than Rust guests).
     pub max_core_instances_per_component: u32,
@@ -511,7 +523,8 @@ impl Default for RuntimeConfig {
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
             pagemap_scan: true,
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
-            guest_threads: 0,
+            guest_threads: default_guest_threads(),
+            guest_threads_from_connections: DEFAULT_GUEST_THREADS_FROM_CONNECTIONS,
             max_core_instances_per_component: 64,
             max_memories_per_component: 16,
             max_tables_per_component: 16,
@@ -1089,6 +1102,18 @@ mod tests {
         );
         let e = with(MAX_GUEST_THREADS + 1).unwrap_err();
         assert!(e.to_string().contains("guest_threads"), "{e}");
+    }
+
+    #[test]
+    fn guest_threads_are_on_by_default_for_busy_servers() {
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        let cores = std::thread::available_parallelism().unwrap().get() as u32;
+        assert_eq!(c.runtime.guest_threads, cores.div_ceil(2));
+        assert!(c.runtime.guest_threads >= 1);
+        assert_eq!(
+            c.runtime.guest_threads_from_connections,
+            DEFAULT_GUEST_THREADS_FROM_CONNECTIONS
+        );
     }
 
     #[test]

@@ -237,6 +237,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                let client = app.sources.runtime.client_connected();
                 let app = app.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
@@ -249,6 +250,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     let _guard = guard;
+                    let _client = client;
                     if let Err(e) = conn.await {
                         tracing::debug!("connection ended: {e}");
                     }

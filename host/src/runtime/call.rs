@@ -41,7 +41,8 @@ pub(crate) type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result
 
 impl Source {
     /// Run `f` against a fresh instance of this source under a budget, on a
-    /// guest thread if there are any (`guest_threads.rs`), else here. A
+    /// guest thread if there are any and the server is busy enough
+    /// (`guest_threads.rs`), else here. A
     /// `source-error` the guest returned is `GuestError::Source` (so that
     /// the call's log line says so).
     pub(crate) async fn call<R, F>(
@@ -60,9 +61,11 @@ impl Source {
             + Send
             + 'static,
     {
-        let Some(threads) = &self.runtime.guest_threads else {
-            return self.call_here(scope, what, f).await;
+        let threads = match &self.runtime.guest_threads {
+            Some(threads) if threads.wanted() => threads,
+            _ => return self.call_here(scope, what, f).await,
         };
+        metrics().guest_calls_handed_over.inc();
         let source = self.clone();
         let scope = scope.clone();
         // The call's span keeps the request's as its parent.

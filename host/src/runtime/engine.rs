@@ -2,7 +2,7 @@
 //! and the slots that bound concurrent guest calls (fairly: `slots.rs`).
 
 use super::capabilities;
-use super::guest_threads::GuestThreads;
+use super::guest_threads::{ClientConnection, GuestThreads, OpenClients};
 use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
 use crate::config::RuntimeConfig;
@@ -26,6 +26,9 @@ pub struct Runtime {
     pub(crate) ticker: EpochTicker,
     /// Where guest calls run when `[runtime] guest_threads` > 0.
     pub(crate) guest_threads: Option<GuestThreads>,
+    /// Client connections open, which decide whether calls go to the guest
+    /// threads (`guest_threads_from_connections`).
+    open_clients: Arc<OpenClients>,
 }
 
 impl Runtime {
@@ -35,6 +38,7 @@ impl Runtime {
         capabilities::add_to_linker(&mut linker).map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let ticker =
             EpochTicker::start(engine.clone(), Duration::from_micros(config.epoch_tick_us));
+        let open_clients = Arc::new(OpenClients::default());
         Ok(Self {
             engine,
             linker,
@@ -45,9 +49,20 @@ impl Runtime {
                 max_wait: Duration::from_millis(config.slot_wait_ms),
             }),
             ticker,
-            guest_threads: GuestThreads::start(config.guest_threads)
-                .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
+            guest_threads: GuestThreads::start(
+                config.guest_threads,
+                open_clients.clone(),
+                config.guest_threads_from_connections,
+            )
+            .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
+            open_clients,
         })
+    }
+
+    /// A client connection is open for as long as the returned guard lives
+    /// (held by the transport's connection task).
+    pub fn client_connected(&self) -> ClientConnection {
+        ClientConnection::new(&self.open_clients)
     }
 
     pub fn engine(&self) -> &Engine {

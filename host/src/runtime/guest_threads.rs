@@ -1,4 +1,5 @@
-//! Dedicated threads for guest calls (`[runtime] guest_threads`, 0 = off).
+//! Dedicated threads for guest calls (`[runtime] guest_threads`; default: half
+//! the cores; 0 = off).
 //!
 //! Off, a guest call runs on the tokio worker that serves its request, in
 //! between that worker's HTTP parsing, socket writes and JSON, and the load
@@ -8,7 +9,9 @@
 //! costs more in the server"). On a dedicated thread, calls run back to
 //! back and that path stays warm; each call then pays two cross-thread
 //! wake-ups, which an idle server feels (one client's latency rises) and a
-//! busy one does not. Hence off by default: the setting is for throughput.
+//! busy one does not. Hence a call is handed over only while at least
+//! `guest_threads_from_connections` client connections are open
+//! ([`OpenClients`]); with fewer it runs on the worker.
 //!
 //! Each thread runs a current-thread tokio runtime (with I/O and timers:
 //! capabilities reach databases and origins from it). A call is handed to
@@ -17,21 +20,53 @@
 //! end when the `Runtime` that owns them is dropped.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio_util::task::AbortOnDropHandle;
 
+/// Client connections open now, as the transport counts them
+/// ([`ClientConnection`]): the hand-over's measure of load. Not requests in
+/// flight: a call on the worker runs to completion without yielding, so
+/// those stay near the number of workers however many clients wait.
+#[derive(Default)]
+pub(crate) struct OpenClients(AtomicUsize);
+
+/// One open client connection; dropping it (the connection ended) uncounts it.
+pub struct ClientConnection(Arc<OpenClients>);
+
+impl ClientConnection {
+    pub(crate) fn new(open: &Arc<OpenClients>) -> Self {
+        open.0.fetch_add(1, Ordering::Relaxed);
+        Self(open.clone())
+    }
+}
+
+impl Drop for ClientConnection {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub(crate) struct GuestThreads {
     handles: Vec<Handle>,
     next: AtomicUsize,
+    open: Arc<OpenClients>,
+    /// Hand over only while at least this many clients are connected.
+    from_connections: usize,
     /// Dropped with `GuestThreads`: each thread's runtime then ends.
     _stop: Vec<oneshot::Sender<()>>,
 }
 
 impl GuestThreads {
-    /// `count` threads, or `None` for 0 (calls stay on the request's worker).
-    pub(crate) fn start(count: u32) -> std::io::Result<Option<Self>> {
+    /// `count` threads, or `None` for 0 (calls stay on the request's worker),
+    /// taking calls while `open` counts at least `from_connections`.
+    pub(crate) fn start(
+        count: u32,
+        open: Arc<OpenClients>,
+        from_connections: u32,
+    ) -> std::io::Result<Option<Self>> {
         if count == 0 {
             return Ok(None);
         }
@@ -66,8 +101,16 @@ impl GuestThreads {
         Ok(Some(Self {
             handles,
             next: AtomicUsize::new(0),
+            open,
+            from_connections: from_connections as usize,
             _stop: stop,
         }))
+    }
+
+    /// Whether a call starting now goes to a thread: the server is busy
+    /// enough that the hand-over pays for itself.
+    pub(crate) fn wanted(&self) -> bool {
+        self.open.0.load(Ordering::Relaxed) >= self.from_connections
     }
 
     /// Run `call` on the next thread; its result, or `None` if it was

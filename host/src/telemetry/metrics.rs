@@ -130,6 +130,7 @@ pub struct Metrics {
     pub guest_memory: Histograms<ExportLabels>,
     pub slot_wait: Histogram,
     pub slots_in_use: Gauge,
+    pub guest_calls_handed_over: Counter,
     pub page_entries: Histogram,
     pub page_bytes: Histogram,
     pub pages_cut_by_bytes: Counter,
@@ -162,6 +163,7 @@ impl Metrics {
             guest_memory: Family::new_with_constructor(bytes),
             slot_wait: seconds(),
             slots_in_use: Gauge::default(),
+            guest_calls_handed_over: Counter::default(),
             page_entries: counts(),
             page_bytes: bytes(),
             pages_cut_by_bytes: Counter::default(),
@@ -234,6 +236,11 @@ impl Metrics {
             "guest_slots_in_use",
             "Guest call slots taken",
             m.slots_in_use.clone(),
+        );
+        r.register(
+            "guest_calls_on_guest_threads",
+            "Guest calls handed to a [runtime] guest_threads thread; the others ran on the request's worker",
+            m.guest_calls_handed_over.clone(),
         );
         r.register(
             "page_entries",
