@@ -153,6 +153,76 @@ async fn one_callers_200_slow_reads_leave_bob_served_and_get_429() {
 
 /// The per-caller share: 2 at once run; 5 at once: 2 run, 3 are refused
 /// with 429 (2 after the bounded wait, 1 at once, the queue being full).
+/// Observed (MODE=spin fairbench): with guest threads, alice's reads that
+/// burn CPU until their deadline held bob's listing back for that whole
+/// deadline (0.5 s of 0.5 s), because a guest's yield at each epoch tick
+/// was a bare self-wake, which tokio polls again at once, and the calls
+/// she was refused queued on the guest thread before being refused. Now a
+/// yield is tokio's own and the slot is taken before the hand-over: bob's
+/// listings are all served while every one of her spinning reads still runs,
+/// on a guest thread and on the workers alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cpu_bound_reads_of_one_caller_do_not_hold_back_anothers_listing() {
+    for runtime in [
+        "guest_threads = 1\nguest_threads_from_connections = 0\n",
+        "guest_threads = 0\n",
+    ] {
+        let s = server()
+            .config(&format!(
+                "[runtime]\n{runtime}max_calls_per_caller = 8\nslot_wait_ms = 100\n"
+            ))
+            .source("catalog", "catalog", "[config]\nitems = \"1000\"\n")
+            .hostile(
+                "spin",
+                "spin",
+                "[budget]\nfuel = 1_000_000_000_000\nmax_duration_ms = 8000\n",
+            )
+            .start();
+        let alice = s.token(Some("alice"), SCOPES);
+        let bob = s.token(Some("bob"), SCOPES);
+        // Her share spinning, and as many again refused, over and over.
+        let ended = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flood: Vec<_> = (0..48)
+            .map(|_| {
+                let (url, alice) = (s.url.clone(), alice.clone());
+                let (ended, stop) = (ended.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let a = read(&url, &alice, "hostile://spin/1").await;
+                        if a.status == 429 {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        } else {
+                            ended.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for id in 0..20 {
+            let listing = modern(&s.url, Some(&bob), json!(id), "resources/list", json!({})).await;
+            assert_eq!(
+                listing.json()["result"]["resources"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(50)
+            );
+        }
+        assert_eq!(
+            ended.load(Ordering::Relaxed),
+            0,
+            "{runtime}: bob was served only after alice's spinning reads had ended"
+        );
+        stop.store(true, Ordering::Relaxed);
+        for t in flood {
+            t.await.unwrap();
+        }
+        assert_eq!(ended.load(Ordering::Relaxed), 8, "{runtime}: her share ran");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_per_caller_share_obeyed_and_violated() {
     let s = slow_server(3000, "max_calls_per_caller = 2\nslot_wait_ms = 200\n");

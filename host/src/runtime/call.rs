@@ -21,6 +21,7 @@ use super::loader::{Linked, Source};
 use super::output;
 use super::page::LiftError;
 use super::scope::RequestScope;
+use super::slots::Slot;
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::{ExportSeries, InFlight, metrics};
 use crate::telemetry::{spans, traces};
@@ -42,7 +43,9 @@ pub(crate) type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result
 impl Source {
     /// Run `f` against a fresh instance of this source under a budget, on a
     /// guest thread if there are any and the server is busy enough
-    /// (`guest_threads.rs`), else here. A
+    /// (`guest_threads.rs`), else here. The slot is taken here, before any
+    /// hand-over: only calls the fair shares admit reach a guest thread, so
+    /// a flood that is refused never queues there ahead of other callers. A
     /// `source-error` the guest returned is `GuestError::Source` (so that
     /// the call's log line says so).
     pub(crate) async fn call<R, F>(
@@ -61,24 +64,32 @@ impl Source {
             + Send
             + 'static,
     {
-        let threads = match &self.runtime.guest_threads {
-            Some(threads) if threads.wanted() => threads,
-            _ => return self.call_here(scope, what, f).await,
-        };
-        metrics().guest_calls_handed_over.inc();
-        let source = self.clone();
-        let scope = scope.clone();
-        // The call's span keeps the request's as its parent.
-        let call = async move { source.call_here(&scope, what, f).await }
-            .instrument(tracing::Span::current());
-        // `None`: the threads are stopping (shutdown).
-        threads
-            .run(call)
-            .await
-            .unwrap_or(Err(GuestError::Cancelled))
+        let threads = self
+            .runtime
+            .guest_threads
+            .as_ref()
+            .filter(|threads| threads.wanted());
+        self.logged(scope, what, async {
+            let slot = self.take_slot(scope).await?;
+            let budget = Budget::new(&self.budget, scope.deadline);
+            let Some(threads) = threads else {
+                return self.budgeted(slot, budget, scope, what, f).await;
+            };
+            metrics().guest_calls_handed_over.inc();
+            let (source, scope) = (self.clone(), scope.clone());
+            // Under the call's span (current here), as on the worker.
+            let call = async move { source.budgeted(slot, budget, &scope, what, f).await }
+                .instrument(tracing::Span::current());
+            // `None`: the threads are stopping (shutdown).
+            threads
+                .run(call)
+                .await
+                .unwrap_or(Err(GuestError::Cancelled))
+        })
+        .await
     }
 
-    /// `call` on this thread.
+    /// `call` on this thread, guest threads or not (startup's `describe`).
     pub(crate) async fn call_here<R, F>(
         &self,
         scope: &RequestScope,
@@ -94,6 +105,22 @@ impl Source {
             ) -> CallFuture<'a, Result<R, SourceError>>
             + Send,
     {
+        self.logged(scope, what, async {
+            let slot = self.take_slot(scope).await?;
+            let budget = Budget::new(&self.budget, scope.deadline);
+            self.budgeted(slot, budget, scope, what, f).await
+        })
+        .await
+    }
+
+    /// `call` (slot, hand-over, budgeted run) under the call's span and log
+    /// line; a cancellation of the request ends it.
+    async fn logged<R>(
+        &self,
+        scope: &RequestScope,
+        what: &'static str,
+        call: impl Future<Output = Result<Result<R, SourceError>, GuestError>>,
+    ) -> Result<R, GuestError> {
         let mut log = CallLog {
             source: &self.log_name,
             series: self.series(what),
@@ -108,7 +135,7 @@ impl Source {
             tokio::select! {
                 biased;
                 _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
-                r = self.slotted(scope, what, f) => r,
+                r = call => r,
             }
         }
         .instrument(log.span.clone())
@@ -118,20 +145,11 @@ impl Source {
         result
     }
 
-    /// Take a slot, then run with a budget that starts now.
-    async fn slotted<R, F>(
-        &self,
-        scope: &RequestScope,
-        what: &'static str,
-        f: F,
-    ) -> Result<R, GuestError>
-    where
-        R: Send,
-        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R>
-            + Send,
-    {
+    /// The caller's and the source's fair share of the pool; the wait is
+    /// bounded and does not count against the guest's budget.
+    async fn take_slot(&self, scope: &RequestScope) -> Result<Slot, GuestError> {
         let waiting = Instant::now();
-        let _slot = self
+        let slot = self
             .runtime
             .slots
             .acquire(
@@ -142,10 +160,26 @@ impl Source {
             )
             .await
             .map_err(GuestError::Overloaded)?;
-        let m = metrics();
-        m.slot_wait.observe(waiting.elapsed().as_secs_f64());
-        let _in_use = InFlight::enter(&m.slots_in_use);
-        let budget = Budget::new(&self.budget, scope.deadline);
+        metrics().slot_wait.observe(waiting.elapsed().as_secs_f64());
+        Ok(slot)
+    }
+
+    /// Run with `budget` (which started when the slot was taken), holding
+    /// `slot` until the instance is gone, wherever this runs.
+    async fn budgeted<R, F>(
+        &self,
+        _slot: Slot,
+        budget: Budget,
+        scope: &RequestScope,
+        what: &'static str,
+        f: F,
+    ) -> Result<R, GuestError>
+    where
+        R: Send,
+        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R>
+            + Send,
+    {
+        let _in_use = InFlight::enter(&metrics().slots_in_use);
         let run = self.run(budget, scope, what, f);
         tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run)
             .await
@@ -200,7 +234,15 @@ impl Source {
             } else {
                 // Yield at every tick: this is where a dropped or cancelled
                 // call stops, and where the executor gets its thread back.
-                Ok(UpdateDeadline::Yield(1))
+                // tokio's own yield (not a bare self-wake, which tokio runs
+                // again at once from its LIFO slot and before it polls for
+                // I/O): the thread's other calls and its sockets get a turn
+                // first, so a CPU-bound guest delays others by a tick, not
+                // by its whole deadline.
+                Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(tokio::task::yield_now()),
+                ))
             }
         });
         let result = match linked.pre.instantiate_async(&mut store).await {
