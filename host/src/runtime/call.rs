@@ -40,6 +40,18 @@ const TIMER_SLACK: Duration = Duration::from_millis(20);
 
 pub(crate) type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
+/// What a call does with its fresh instance (an export's typed call).
+pub(crate) trait CallFn<R>:
+    for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R> + Send
+{
+}
+
+impl<R, F> CallFn<R> for F where
+    F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R>
+        + Send
+{
+}
+
 impl Source {
     /// Run `f` against a fresh instance of this source under a budget, on a
     /// guest thread if there are any and the server is busy enough
@@ -56,13 +68,7 @@ impl Source {
     ) -> Result<R, GuestError>
     where
         R: Send + 'static,
-        F: for<'a> FnOnce(
-                &'a mut Store<HostState>,
-                &'a Instance,
-                &'a Linked,
-            ) -> CallFuture<'a, Result<R, SourceError>>
-            + Send
-            + 'static,
+        F: CallFn<Result<R, SourceError>> + 'static,
     {
         let threads = self
             .runtime
@@ -98,12 +104,7 @@ impl Source {
     ) -> Result<R, GuestError>
     where
         R: Send,
-        F: for<'a> FnOnce(
-                &'a mut Store<HostState>,
-                &'a Instance,
-                &'a Linked,
-            ) -> CallFuture<'a, Result<R, SourceError>>
-            + Send,
+        F: CallFn<Result<R, SourceError>>,
     {
         self.logged(scope, what, async {
             let slot = self.take_slot(scope).await?;
@@ -176,8 +177,7 @@ impl Source {
     ) -> Result<R, GuestError>
     where
         R: Send,
-        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R>
-            + Send,
+        F: CallFn<R>,
     {
         let _in_use = InFlight::enter(&metrics().slots_in_use);
         let run = self.run(budget, scope, what, f);
@@ -195,8 +195,7 @@ impl Source {
     ) -> Result<R, GuestError>
     where
         R: Send,
-        F: for<'a> FnOnce(&'a mut Store<HostState>, &'a Instance, &'a Linked) -> CallFuture<'a, R>
-            + Send,
+        F: CallFn<R>,
     {
         let m = metrics();
         if Instant::now() >= budget.deadline {
