@@ -204,6 +204,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     let limits = ConnectionLimits::new(
         app.config.http.max_connections,
         app.config.http.max_connections_per_peer,
+        app.sources.runtime.open_connections(),
     );
     let mut failures = AcceptFailures::default();
     let mut refusals = RateLimitedLog::new(crate::config::ACCEPT_LOG_INTERVAL);
@@ -237,7 +238,6 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let client = app.sources.runtime.client_connected();
                 let app = app.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
@@ -250,7 +250,6 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     let _guard = guard;
-                    let _client = client;
                     if let Err(e) = conn.await {
                         tracing::debug!("connection ended: {e}");
                     }

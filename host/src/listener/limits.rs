@@ -5,17 +5,20 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub struct ConnectionLimits {
     max: usize,
     per_peer: usize,
+    /// Connections open in all: changed under `state`'s lock, read without
+    /// it by whoever shares it (the runtime's hand-over to guest threads).
+    open: Arc<AtomicUsize>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    open: usize,
     /// Only peers with a connection open: the map cannot outgrow `max`.
     peers: HashMap<IpAddr, usize>,
 }
@@ -38,7 +41,7 @@ pub struct ConnectionGuard {
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         let mut st = self.limits.state.lock().unwrap();
-        st.open -= 1;
+        self.limits.open.fetch_sub(1, Ordering::Relaxed);
         if let Some(n) = st.peers.get_mut(&self.peer) {
             *n -= 1;
             if *n == 0 {
@@ -49,10 +52,13 @@ impl Drop for ConnectionGuard {
 }
 
 impl ConnectionLimits {
-    pub fn new(max: usize, per_peer: usize) -> Arc<Self> {
+    /// Caps of `max` in all and `per_peer` per address, counting open
+    /// connections in `open`.
+    pub fn new(max: usize, per_peer: usize, open: Arc<AtomicUsize>) -> Arc<Self> {
         Arc::new(Self {
             max: max.max(1),
             per_peer: per_peer.max(1),
+            open,
             state: Mutex::new(State::default()),
         })
     }
@@ -60,7 +66,7 @@ impl ConnectionLimits {
     /// Admit a new connection from `peer`, or say which cap it is over.
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<ConnectionGuard, Refused> {
         let mut st = self.state.lock().unwrap();
-        if st.open >= self.max {
+        if self.open.load(Ordering::Relaxed) >= self.max {
             return Err(Refused::Global);
         }
         let from_peer = st.peers.entry(peer).or_default();
@@ -68,7 +74,7 @@ impl ConnectionLimits {
             return Err(Refused::PerPeer);
         }
         *from_peer += 1;
-        st.open += 1;
+        self.open.fetch_add(1, Ordering::Relaxed);
         Ok(ConnectionGuard {
             limits: self.clone(),
             peer,
@@ -77,7 +83,7 @@ impl ConnectionLimits {
 
     /// Connections open now.
     pub fn open(&self) -> usize {
-        self.state.lock().unwrap().open
+        self.open.load(Ordering::Relaxed)
     }
 }
 
@@ -87,7 +93,7 @@ mod tests {
 
     #[test]
     fn caps_obeyed_and_violated() {
-        let limits = ConnectionLimits::new(3, 2);
+        let limits = ConnectionLimits::new(3, 2, Arc::default());
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let b: IpAddr = "127.0.0.2".parse().unwrap();
         let a1 = limits.admit(a).unwrap();
@@ -104,11 +110,10 @@ mod tests {
 
     #[test]
     fn peers_are_forgotten_when_their_connections_close() {
-        let limits = ConnectionLimits::new(10, 10);
+        let limits = ConnectionLimits::new(10, 10, Arc::default());
         for i in 0..5u8 {
             drop(limits.admit(IpAddr::from([10, 0, 0, i])).unwrap());
         }
-        let st = limits.state.lock().unwrap();
-        assert!(st.peers.is_empty() && st.open == 0);
+        assert!(limits.state.lock().unwrap().peers.is_empty() && limits.open() == 0);
     }
 }

@@ -2,7 +2,7 @@
 //! and the slots that bound concurrent guest calls (fairly: `slots.rs`).
 
 use super::capabilities;
-use super::guest_threads::{ClientConnection, GuestThreads, OpenClients};
+use super::guest_threads::GuestThreads;
 use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
 use crate::config::RuntimeConfig;
@@ -26,9 +26,9 @@ pub struct Runtime {
     pub(crate) ticker: EpochTicker,
     /// Where guest calls run when `[runtime] guest_threads` > 0.
     pub(crate) guest_threads: Option<GuestThreads>,
-    /// Client connections open, which decide whether calls go to the guest
-    /// threads (`guest_threads_from_connections`).
-    open_clients: Arc<OpenClients>,
+    /// Client connections open, counted by the listener: whether calls go
+    /// to the guest threads (`guest_threads_from_connections`).
+    open_connections: Arc<AtomicUsize>,
 }
 
 impl Runtime {
@@ -38,7 +38,7 @@ impl Runtime {
         capabilities::add_to_linker(&mut linker).map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let ticker =
             EpochTicker::start(engine.clone(), Duration::from_micros(config.epoch_tick_us));
-        let open_clients = Arc::new(OpenClients::default());
+        let open_connections = Arc::new(AtomicUsize::new(0));
         Ok(Self {
             engine,
             linker,
@@ -51,18 +51,18 @@ impl Runtime {
             ticker,
             guest_threads: GuestThreads::start(
                 config.guest_threads,
-                open_clients.clone(),
+                open_connections.clone(),
                 config.guest_threads_from_connections,
             )
             .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
-            open_clients,
+            open_connections,
         })
     }
 
-    /// A client connection is open for as long as the returned guard lives
-    /// (held by the transport's connection task).
-    pub fn client_connected(&self) -> ClientConnection {
-        ClientConnection::new(&self.open_clients)
+    /// Where the listener counts its open connections
+    /// (`listener::ConnectionLimits`); a runtime without a listener has none.
+    pub fn open_connections(&self) -> Arc<AtomicUsize> {
+        self.open_connections.clone()
     }
 
     pub fn engine(&self) -> &Engine {

@@ -10,8 +10,11 @@
 //! back and that path stays warm; each call then pays two cross-thread
 //! wake-ups, which an idle server feels (one client's latency rises) and a
 //! busy one does not. Hence a call is handed over only while at least
-//! `guest_threads_from_connections` client connections are open
-//! ([`OpenClients`]); with fewer it runs on the worker.
+//! `guest_threads_from_connections` client connections are open (as the
+//! listener counts them, `Runtime::open_connections`); with fewer it runs
+//! on the worker. Not requests in flight: a call on the worker runs to
+//! completion without yielding, so those stay near the number of workers
+//! however many clients wait.
 //!
 //! Each thread runs a current-thread tokio runtime (with I/O and timers:
 //! capabilities reach databases and origins from it). A call is handed to
@@ -26,33 +29,11 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio_util::task::AbortOnDropHandle;
 
-/// Client connections open now, as the transport counts them
-/// ([`ClientConnection`]): the hand-over's measure of load. Not requests in
-/// flight: a call on the worker runs to completion without yielding, so
-/// those stay near the number of workers however many clients wait.
-#[derive(Default)]
-pub(crate) struct OpenClients(AtomicUsize);
-
-/// One open client connection; dropping it (the connection ended) uncounts it.
-pub struct ClientConnection(Arc<OpenClients>);
-
-impl ClientConnection {
-    pub(crate) fn new(open: &Arc<OpenClients>) -> Self {
-        open.0.fetch_add(1, Ordering::Relaxed);
-        Self(open.clone())
-    }
-}
-
-impl Drop for ClientConnection {
-    fn drop(&mut self) {
-        self.0.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 pub(crate) struct GuestThreads {
     handles: Vec<Handle>,
     next: AtomicUsize,
-    open: Arc<OpenClients>,
+    /// Client connections open (the listener's count).
+    open: Arc<AtomicUsize>,
     /// Hand over only while at least this many clients are connected.
     from_connections: usize,
     /// Dropped with `GuestThreads`: each thread's runtime then ends.
@@ -64,7 +45,7 @@ impl GuestThreads {
     /// taking calls while `open` counts at least `from_connections`.
     pub(crate) fn start(
         count: u32,
-        open: Arc<OpenClients>,
+        open: Arc<AtomicUsize>,
         from_connections: u32,
     ) -> std::io::Result<Option<Self>> {
         if count == 0 {
@@ -110,7 +91,7 @@ impl GuestThreads {
     /// Whether a call starting now goes to a thread: the server is busy
     /// enough that the hand-over pays for itself.
     pub(crate) fn wanted(&self) -> bool {
-        self.open.0.load(Ordering::Relaxed) >= self.from_connections
+        self.open.load(Ordering::Relaxed) >= self.from_connections
     }
 
     /// Run `call` on the next thread; its result, or `None` if it was

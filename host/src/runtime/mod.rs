@@ -34,7 +34,6 @@ pub use cache::CacheOutcome;
 pub use contents::GuestContents;
 pub use definition::{Access, SourceDefinition};
 pub use engine::Runtime;
-pub use guest_threads::ClientConnection;
 pub use loader::{LoadError, Source, SourceSet};
 pub use page::{EntryRef, GuestPage};
 pub use scope::RequestScope;
