@@ -12,6 +12,9 @@ use emseepea::runtime::{CallerKey, RequestScope, Runtime, SourceSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::env_or;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let guest = args.get(1).cloned().unwrap_or("catalog".into());
@@ -39,14 +42,8 @@ fn main() {
         std::fs::copy(&manifest, dir.path().join(format!("s/{guest}.toml"))).unwrap();
     }
     let after: Option<String> = std::env::var("AFTER").ok();
-    let idle_us: u64 = std::env::var("IDLE_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let trash_kb: usize = std::env::var("TRASH_KB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let idle_us: u64 = env_or("IDLE_US", 0);
+    let trash_kb: usize = env_or("TRASH_KB", 0);
     let extra = std::env::var("EXTRA").unwrap_or_default();
     std::fs::write(dir.path().join("c.toml"), format!("sources_dir = \"s\"\nstate_dir = \"st\"\ncache_dir = \"{}\"\ncache_key_file = \"{}\"\n{extra}\n[auth]\nmode = \"dev\"\n", root.join("target/bench-cache").display(), root.join("target/bench-cache.key").display())).unwrap();
     let config = Config::load(&dir.path().join("c.toml")).unwrap();

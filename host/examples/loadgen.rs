@@ -329,14 +329,8 @@ fn check_time(config: &Path, runs: usize, clear: Option<&Path>) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let seconds: u64 = std::env::var("SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
-    let connections: usize = std::env::var("CONNECTIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
+    let seconds: u64 = common::env_or("SECONDS", 8);
+    let connections: usize = common::env_or("CONNECTIONS", 64);
     let auth = "[auth]\nmode = \"dev\"\n";
     let mut statics50 = String::new();
     for i in 0..50 {

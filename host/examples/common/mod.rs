@@ -1,4 +1,5 @@
-//! What the benchmark examples (loadgen, fairbench, soak, proxybench) share:
+//! What the benchmark examples (loadgen, fairbench, soak, proxybench,
+//! callbench) share:
 //! the repository root, env knobs, the server binary, a running server
 //! (killed on drop) with its dev tokens, and one keep-alive HTTP/1.1
 //! connection. Each example includes it with `mod common;`.
