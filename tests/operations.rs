@@ -817,16 +817,38 @@ async fn guest_threads_take_calls_only_while_enough_clients_are_connected() {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
+    // Each answers a request first, so the server has surely accepted it.
     let others: Vec<_> = (0..8)
-        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .map(|_| {
+            use std::io::{Read, Write};
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            c.write_all(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                .unwrap();
+            let mut head = [0u8; 12];
+            c.read_exact(&mut head).unwrap();
+            assert!(head.starts_with(b"HTTP/1.1 "), "{head:?}");
+            c
+        })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
     reads(5).await;
     assert_eq!(handed_over().await, 5.0);
 
-    // They leave: back on the worker.
+    // They leave: back on the worker, once the server has seen them go.
     drop(others);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    loop {
+        let before = handed_over().await;
+        reads(1).await;
+        if handed_over().await == before {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still handed over 10 s after the clients left"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let settled = handed_over().await;
     reads(5).await;
-    assert_eq!(handed_over().await, 5.0);
+    assert_eq!(handed_over().await, settled);
 }
