@@ -182,15 +182,17 @@ async fn cpu_bound_reads_of_one_caller_do_not_hold_back_anothers_listing() {
         let bob = s.token(Some("bob"), SCOPES);
         // Her share spinning, and as many again refused, over and over.
         let ended = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flood: Vec<_> = (0..48)
             .map(|_| {
                 let (url, alice) = (s.url.clone(), alice.clone());
-                let (ended, stop) = (ended.clone(), stop.clone());
+                let (ended, refused, stop) = (ended.clone(), refused.clone(), stop.clone());
                 tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
                         let a = read(&url, &alice, "hostile://spin/1").await;
                         if a.status == 429 {
+                            refused.fetch_add(1, Ordering::Relaxed);
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         } else {
                             ended.fetch_add(1, Ordering::Relaxed);
@@ -200,7 +202,15 @@ async fn cpu_bound_reads_of_one_caller_do_not_hold_back_anothers_listing() {
                 })
             })
             .collect();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // A refusal means her whole share is spinning.
+        let started = std::time::Instant::now();
+        while refused.load(Ordering::Relaxed) == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{runtime}: never refused"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         for id in 0..20 {
             let listing = modern(&s.url, Some(&bob), json!(id), "resources/list", json!({})).await;
             assert_eq!(
