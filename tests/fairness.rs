@@ -247,6 +247,19 @@ async fn the_per_caller_share_obeyed_and_violated() {
     }
 }
 
+/// A lone client's call is torn down once its answer is on the way, not
+/// before (`call.rs`, `Spent`); the slot it held must still be free by the
+/// caller's next call. With a share of one, back-to-back reads are all served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lone_callers_back_to_back_calls_find_their_slot_free() {
+    let s = slow_server(0, "max_calls_per_caller = 1\nslot_wait_ms = 200\n");
+    let alice = s.token(Some("alice"), SCOPES);
+    for i in 0..100 {
+        let a = read(&s.url, &alice, "hostile://slow/1").await;
+        assert_eq!(a.status, 200, "read {i}: {}", a.text());
+    }
+}
+
 /// The per-source cap and the pool: over either, other callers get 503
 /// (nothing wrong with them, the server is busy), with `Retry-After`.
 #[tokio::test(flavor = "multi_thread")]

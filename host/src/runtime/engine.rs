@@ -26,9 +26,10 @@ pub struct Runtime {
     pub(crate) ticker: EpochTicker,
     /// Where guest calls run when `[runtime] guest_threads` > 0.
     pub(crate) guest_threads: Option<GuestThreads>,
-    /// Client connections open, counted by the listener: whether calls go
-    /// to the guest threads (`guest_threads_from_connections`).
+    /// Client connections open, counted by the listener: whether the server
+    /// is busy (`guest_threads_from_connections`, [`Runtime::busy`]).
     open_connections: Arc<AtomicUsize>,
+    busy_from_connections: usize,
 }
 
 impl Runtime {
@@ -49,13 +50,10 @@ impl Runtime {
                 max_wait: Duration::from_millis(config.slot_wait_ms),
             }),
             ticker,
-            guest_threads: GuestThreads::start(
-                config.guest_threads,
-                open_connections.clone(),
-                config.guest_threads_from_connections,
-            )
-            .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
+            guest_threads: GuestThreads::start(config.guest_threads)
+                .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
             open_connections,
+            busy_from_connections: config.guest_threads_from_connections as usize,
         })
     }
 
@@ -63,6 +61,15 @@ impl Runtime {
     /// (`listener::ConnectionLimits`); a runtime without a listener has none.
     pub fn open_connections(&self) -> Arc<AtomicUsize> {
         self.open_connections.clone()
+    }
+
+    /// Whether at least `guest_threads_from_connections` clients are
+    /// connected. Busy, a call goes to a guest thread (if there are any) and
+    /// its store is dropped where it ran; not busy, it runs on the request's
+    /// worker and its teardown waits until the response is on its way
+    /// (`call.rs`, `Spent`): a lone client does not wait for it.
+    pub(crate) fn busy(&self) -> bool {
+        self.open_connections.load(Ordering::Relaxed) >= self.busy_from_connections
     }
 
     pub fn engine(&self) -> &Engine {

@@ -9,10 +9,10 @@
 //! costs more in the server"). On a dedicated thread, calls run back to
 //! back and that path stays warm; each call then pays two cross-thread
 //! wake-ups, which an idle server feels (one client's latency rises) and a
-//! busy one does not. Hence a call is handed over only while at least
-//! `guest_threads_from_connections` client connections are open (as the
-//! listener counts them, `Runtime::open_connections`); with fewer it runs
-//! on the worker. Not requests in flight: a call on the worker runs to
+//! busy one does not. Hence a call is handed over only while the server is
+//! busy (`Runtime::busy`: at least `guest_threads_from_connections` client
+//! connections open, as the listener counts them); with fewer it runs on
+//! the worker. Not requests in flight: a call on the worker runs to
 //! completion without yielding, so those stay near the number of workers
 //! however many clients wait.
 //!
@@ -23,7 +23,6 @@
 //! end when the `Runtime` that owns them is dropped.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -32,22 +31,13 @@ use tokio_util::task::AbortOnDropHandle;
 pub(crate) struct GuestThreads {
     handles: Vec<Handle>,
     next: AtomicUsize,
-    /// Client connections open (the listener's count).
-    open: Arc<AtomicUsize>,
-    /// Hand over only while at least this many clients are connected.
-    from_connections: usize,
     /// Dropped with `GuestThreads`: each thread's runtime then ends.
     _stop: Vec<oneshot::Sender<()>>,
 }
 
 impl GuestThreads {
-    /// `count` threads, or `None` for 0 (calls stay on the request's worker),
-    /// taking calls while `open` counts at least `from_connections`.
-    pub(crate) fn start(
-        count: u32,
-        open: Arc<AtomicUsize>,
-        from_connections: u32,
-    ) -> std::io::Result<Option<Self>> {
+    /// `count` threads, or `None` for 0 (calls stay on the request's worker).
+    pub(crate) fn start(count: u32) -> std::io::Result<Option<Self>> {
         if count == 0 {
             return Ok(None);
         }
@@ -82,16 +72,8 @@ impl GuestThreads {
         Ok(Some(Self {
             handles,
             next: AtomicUsize::new(0),
-            open,
-            from_connections: from_connections as usize,
             _stop: stop,
         }))
-    }
-
-    /// Whether a call starting now goes to a thread: the server is busy
-    /// enough that the hand-over pays for itself.
-    pub(crate) fn wanted(&self) -> bool {
-        self.open.load(Ordering::Relaxed) >= self.from_connections
     }
 
     /// Run `call` on the next thread; its result, or `None` if it was
