@@ -4,7 +4,8 @@
 # precompile cache, so it compiles at start) beside the peers' servers.
 # Usage: benchmarks/peers.sh [RUNS] [SECONDS]   (after benchmarks/setup.sh)
 #   ALSO=ems-inline.toml benchmarks/peers.sh ...   a second emseepea (another
-#   config in target/ems, as "emseepea-2") in the same run, cell by cell.
+#   config in target/ems, as "emseepea-2") in the same run, cell by cell;
+#   ALSO_BIN=PATH runs that second server from another binary (a baseline).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release/emseepea
@@ -17,7 +18,8 @@ ARGS=()
 start() {
   local log="$ROOT/target/ems/bench-$1.log"
   sed "s#^state_dir = .*#state_dir = \"$4\"#" "$2" > "bench-$1.toml"
-  $B serve --config "bench-$1.toml" --listen "127.0.0.1:$3" > "$log" 2>&1 &
+  local bin=$B; [ "$1" = emseepea-2 ] && bin=${ALSO_BIN:-$B}
+  $bin serve --config "bench-$1.toml" --listen "127.0.0.1:$3" > "$log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 300); do grep -q "listening on" "$log" && break; sleep 0.2; done
   local token

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Throughput of two emseepea servers, both running, measured in turn in short
+# cells (A, B, B, A, ...): on this VM rates swing by up to 3x between phases
+# that last seconds, so only cells taken side by side in time compare.
+# Prints each pair and the median of B/A.
+# Usage: benchmarks/alternate.sh BIN_A CONFIG_A BIN_B CONFIG_B [MODE] [C] [PAIRS] [SECONDS]
+#   CONFIG relative to target/ems (after benchmarks/setup.sh).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BA=$1; CA=$2; BB=$3; CB=$4; MODE=${5:-traversal}; C=${6:-64}; PAIRS=${7:-10}; SECS=${8:-1}
+cd "$ROOT/target/ems"
+D=$ROOT/target/peers/target/release/mcp-load
+sed "s#^state_dir = .*#state_dir = \"alt-a\"#" "$CA" > alt-a.toml
+sed "s#^state_dir = .*#state_dir = \"alt-b\"#" "$CB" > alt-b.toml
+"$BA" serve --config alt-a.toml --listen 127.0.0.1:18331 > alt-a.log 2>&1 & PA=$!
+"$BB" serve --config alt-b.toml --listen 127.0.0.1:18332 > alt-b.log 2>&1 & PB=$!
+trap 'kill $PA $PB 2>/dev/null || true' EXIT
+for _ in $(seq 300); do grep -q "listening on" alt-a.log && grep -q "listening on" alt-b.log && break; sleep 0.1; done
+declare -A TOKEN
+TOKEN[a]=$("$BA" token --config alt-a.toml --sub alice --scope catalog:read --audience http://127.0.0.1:18331/mcp)
+TOKEN[b]=$("$BB" token --config alt-b.toml --sub alice --scope catalog:read --audience http://127.0.0.1:18332/mcp)
+declare -A PORT=([a]=18331 [b]=18332) PID=([a]=$PA [b]=$PB)
+PRIME=(); [ "$MODE" = fixed ] && PRIME=(--prime 100)
+# cell X: pages/s and server CPU µs per page of one cell against server X.
+cell() {
+  local args=(--url "http://127.0.0.1:${PORT[$1]}/mcp" -c "$C" --mode "$MODE" --session "${PRIME[@]}"
+              --header "Authorization: Bearer ${TOKEN[$1]}" --warmup 0)
+  local t0 t1 out rps
+  t0=$(awk '{print $14+$15}' "/proc/${PID[$1]}/stat")
+  out=$("$D" "${args[@]}" -d "$SECS" 2>&1)
+  t1=$(awk '{print $14+$15}' "/proc/${PID[$1]}/stat")
+  rps=$(echo "$out" | grep -oE 'ok [0-9]+ req/s' | grep -oE '[0-9]+')
+  echo "$rps $(python3 -c "print(round(($t1-$t0)*1e6/$(getconf CLK_TCK)/($rps*$SECS),1))")"
+}
+cell a >/dev/null; cell b >/dev/null
+RATIOS=()
+for i in $(seq "$PAIRS"); do
+  if [ $((i % 2)) = 1 ]; then A=$(cell a); B=$(cell b); else B=$(cell b); A=$(cell a); fi
+  r=$(python3 -c "print(round(${B% *}/${A% *},3))")
+  RATIOS+=("$r")
+  echo "pair $i: A ${A% *} pages/s (${A#* } µs/page)  B ${B% *} pages/s (${B#* } µs/page)  B/A $r"
+done
+python3 -c "import statistics,sys; r=sorted(map(float,sys.argv[1:])); print(f'$MODE C=$C: median B/A {statistics.median(r):.3f} (range {r[0]:.3f}-{r[-1]:.3f}, {len(r)} pairs)')" "${RATIOS[@]}"
