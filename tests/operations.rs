@@ -7,31 +7,6 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;
 
-const ADMIN: &str = "[admin]\nlisten = \"127.0.0.1:0\"\n";
-
-/// The admin listener's address, from its startup log line.
-fn admin_url(s: &Server) -> String {
-    let line = s.expect_log(&["admin listener up"]);
-    let addr = line
-        .split("admin=")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line}"));
-    format!("http://{addr}")
-}
-
-async fn get(url: &str) -> (u16, String) {
-    let r = http().get(url).send().await.unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
-}
-
-/// The value of one series (`name{labels}` exactly as encoded), 0 if absent.
-fn series(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
-}
-
 #[tokio::test]
 async fn metrics_count_known_traffic_exactly() {
     let s = server()

@@ -175,6 +175,11 @@ pub fn default_guest_threads() -> u32 {
 /// Client connections open from which calls go to the guest threads: below
 /// it the hand-over's two wake-ups cost a lone client more than it saves.
 pub const DEFAULT_GUEST_THREADS_FROM_CONNECTIONS: u32 = 8;
+/// Default `[runtime] standby_instances`: enough for the few sources a lone
+/// client or a quiet server calls in turn.
+pub const DEFAULT_STANDBY_INSTANCES: u32 = 4;
+/// Most `[runtime] standby_instances` (each holds a pool instance).
+pub const MAX_STANDBY_INSTANCES: u32 = 256;
 /// `Retry-After` (seconds) of those 429/503 answers.
 pub const RETRY_AFTER_S: u64 = 1;
 
@@ -500,6 +505,10 @@ pub struct RuntimeConfig {
     /// Calls go to the guest threads only while at least this many client
     /// connections are open (0: always); below, they run on the worker.
     pub guest_threads_from_connections: u32,
+    /// Never-called instances kept ready, one per source at most, made after
+    /// a call while the server is not busy (`runtime/standby.rs`); the pool
+    /// holds this many instances beyond `max_concurrent_calls`. 0: none.
+    pub standby_instances: u32,
     /// Core instances, memories and tables one component may have
     /// (interpreted languages need more than Rust guests).
     pub max_core_instances_per_component: u32,
@@ -525,6 +534,7 @@ impl Default for RuntimeConfig {
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
             guest_threads: default_guest_threads(),
             guest_threads_from_connections: DEFAULT_GUEST_THREADS_FROM_CONNECTIONS,
+            standby_instances: DEFAULT_STANDBY_INSTANCES,
             max_core_instances_per_component: 64,
             max_memories_per_component: 16,
             max_tables_per_component: 16,
@@ -865,6 +875,11 @@ impl Config {
         if self.runtime.guest_threads > MAX_GUEST_THREADS {
             return Err(format!(
                 "runtime.guest_threads must be at most {MAX_GUEST_THREADS}"
+            ));
+        }
+        if self.runtime.standby_instances > MAX_STANDBY_INSTANCES {
+            return Err(format!(
+                "runtime.standby_instances must be at most {MAX_STANDBY_INSTANCES}"
             ));
         }
         if self.runtime.max_calls_per_caller == Some(0)

@@ -377,6 +377,33 @@ impl Answer {
     }
 }
 
+/// A config section that opens the admin listener (`/metrics`, `/readyz`).
+pub const ADMIN: &str = "[admin]\nlisten = \"127.0.0.1:0\"\n";
+
+/// The admin listener's address, from its startup log line.
+pub fn admin_url(s: &Server) -> String {
+    let line = s.expect_log(&["admin listener up"]);
+    let addr = line
+        .split("admin=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line}"));
+    format!("http://{addr}")
+}
+
+/// GET `url`: the status and the body.
+pub async fn get(url: &str) -> (u16, String) {
+    let r = http().get(url).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The value of one series (`name{labels}` exactly as encoded), 0 if absent.
+pub fn series(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
 pub fn http() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()

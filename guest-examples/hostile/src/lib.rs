@@ -13,7 +13,10 @@
 //!   `uri-long`, `uri-mismatch`, `uri-duplicate`, `name-long`, `mime-long`,
 //!   `source-error`, `big-entry`. Others: `ok` (a valid 3-entry source),
 //!   `context` (read returns its whole call context), `count` (valid; `items`
-//!   entries, `limit` echoed in names so tests can see what was asked).
+//!   entries, `limit` echoed in names so tests can see what was asked),
+//!   `remember` (read answers what an earlier call left in this instance's
+//!   memory, `remembered nothing` in a fresh one, then leaves its own URI
+//!   and caller there).
 //! - Read results: `wide` (list: one entry whose URI is the template's
 //!   literal prefix plus `x`s up to `units` UTF-16 units, default 2,048, with
 //!   mimeType `mime`; read: that URI back with mimeType `mime`),
@@ -54,6 +57,9 @@ use exports::emseepea::inventory::{inventory, template};
 mod owned;
 
 struct Hostile;
+
+/// What the last call in this instance left (mode `remember`).
+static LEFT_BEHIND: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 fn cfg(key: &str, default: &str) -> String {
     config::get(key).unwrap_or_else(|| default.to_string())
@@ -185,6 +191,13 @@ impl template::Guest for Hostile {
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
         let text = match mode.as_str() {
+            "remember" => {
+                let mut left = LEFT_BEHIND.lock().unwrap();
+                let seen = left.take().unwrap_or_else(|| "nothing".into());
+                let caller = context.principal.as_ref().and_then(|p| p.subject.clone()).unwrap_or_default();
+                *left = Some(format!("HOSTILE-SECRET {uri} of {caller}"));
+                format!("remembered {seen}")
+            }
             "wide" => {
                 return Ok(vec![ResourceContents {
                     uri,

@@ -15,20 +15,23 @@
 
 use super::bindings::emseepea::inventory::types::SourceError;
 use super::budget::{Budget, DeadlineTrap, GuestError, MemoryCapTrap};
+use super::capabilities::wasi::CapturedOutput;
 use super::contents::ResultTooLarge;
-use super::host_state::{HostState, MemoryAccount};
+use super::host_state::HostState;
 use super::loader::{Linked, Source};
 use super::output;
 use super::page::LiftError;
 use super::scope::RequestScope;
 use super::slots::Slot;
+use super::standby::Standby;
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::{ExportSeries, InFlight, metrics};
 use crate::telemetry::{spans, traces};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use wasmtime::component::Instance;
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -79,13 +82,19 @@ impl Source {
             let slot = self.take_slot(scope).await?;
             let budget = Budget::new(&self.budget, scope.deadline);
             let Some(threads) = threads else {
-                return self.budgeted(slot, budget, scope, what, f).await;
+                return self
+                    .budgeted(slot, budget, scope, what, Some(self), f)
+                    .await;
             };
             metrics().guest_calls_handed_over.inc();
             let (source, scope) = (self.clone(), scope.clone());
             // Under the call's span (current here), as on the worker.
-            let call = async move { source.budgeted(slot, budget, &scope, what, f).await }
-                .instrument(tracing::Span::current());
+            let call = async move {
+                source
+                    .budgeted(slot, budget, &scope, what, Some(&source), f)
+                    .await
+            }
+            .instrument(tracing::Span::current());
             // `None`: the threads are stopping (shutdown).
             threads
                 .run(call)
@@ -109,7 +118,7 @@ impl Source {
         self.logged(scope, what, async {
             let slot = self.take_slot(scope).await?;
             let budget = Budget::new(&self.budget, scope.deadline);
-            self.budgeted(slot, budget, scope, what, f).await
+            self.budgeted(slot, budget, scope, what, None, f).await
         })
         .await
     }
@@ -166,13 +175,16 @@ impl Source {
     }
 
     /// Run with `budget` (which started when the slot was taken), holding
-    /// `slot` until the instance is gone, wherever this runs.
+    /// `slot` until the instance is gone, wherever this runs. `refill`: the
+    /// source (this one) to make a standby of afterwards, if the server is
+    /// not busy then.
     async fn budgeted<R, F>(
         &self,
         slot: Slot,
         budget: Budget,
         scope: &RequestScope,
         what: &'static str,
+        refill: Option<&Arc<Source>>,
         f: F,
     ) -> Result<R, GuestError>
     where
@@ -180,7 +192,7 @@ impl Source {
         F: CallFn<R>,
     {
         let in_use = InFlight::enter(&metrics().slots_in_use);
-        let run = self.run((slot, in_use), budget, scope, what, f);
+        let run = self.run((slot, in_use), budget, scope, what, refill, f);
         tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run)
             .await
             .unwrap_or(Err(GuestError::DeadlineExceeded))
@@ -192,6 +204,7 @@ impl Source {
         budget: Budget,
         scope: &RequestScope,
         what: &'static str,
+        refill: Option<&Arc<Source>>,
         f: F,
     ) -> Result<R, GuestError>
     where
@@ -211,41 +224,22 @@ impl Source {
             .for_call(&self.log_name, &scope.request_id, budget.deadline)
             .map_err(|e| GuestError::Instantiate(e.to_string()))?;
         let captured = capabilities.wasi.output();
-        let state = HostState {
-            table: wasmtime::component::ResourceTable::new(),
-            memory: MemoryAccount::new(budget.memory_bytes),
-            capabilities,
-            deadline: budget.deadline,
-            cancel: scope.cancel.clone(),
-        };
-        let mut store = Store::new(&self.runtime.engine, state);
-        store.limiter(|s| &mut s.memory);
-        store
-            .set_fuel(budget.fuel)
-            .map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
-        // What lifting one result may allocate on the host (wasmtime's
-        // default is 128 MiB): no more than the call's memory budget.
-        store.set_hostcall_fuel(usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX));
-        let deadline = budget.deadline;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Err(wasmtime::Error::new(DeadlineTrap))
-            } else {
-                // Yield at every tick: this is where a dropped or cancelled
-                // call stops, and where the executor gets its thread back.
-                // tokio's own yield (not a bare self-wake, which tokio runs
-                // again at once from its LIFO slot and before it polls for
-                // I/O): the thread's other calls and its sockets get a turn
-                // first, so a CPU-bound guest delays others by a tick, not
-                // by its whole deadline.
-                Ok(UpdateDeadline::YieldCustom(
-                    1,
-                    Box::pin(tokio::task::yield_now()),
-                ))
+        let state = HostState::new(capabilities, &budget, scope.cancel.clone());
+        let (mut store, instance) = match self.standby.take(&linked) {
+            Some(standby) => {
+                m.guest_calls_from_standby.inc();
+                let instance = Ok(standby.instance);
+                (bind(standby, state, &budget)?, instance)
             }
-        });
-        let result = match linked.pre.instantiate_async(&mut store).await {
+            None => {
+                let mut store = self.store(state, &budget, 0)?;
+                let instance = linked.pre.instantiate_async(&mut store).await;
+                (store, instance)
+            }
+        };
+        // A standby only after an instantiation that worked.
+        let refill = refill.filter(|_| instance.is_ok()).cloned();
+        let result = match instance {
             Ok(instance) => f(&mut store, &instance, &linked)
                 .await
                 .map_err(|e| classify(e, &store, &budget)),
@@ -271,20 +265,135 @@ impl Source {
             store.data().memory.used(),
             std::sync::atomic::Ordering::Relaxed,
         );
-        if let Some(captured) = captured {
-            for (stream, pipe) in [("stdout", &captured.stdout), ("stderr", &captured.stderr)] {
-                output::forward(
-                    &self.output,
-                    &self.log_name,
-                    &scope.request_id,
-                    stream,
-                    &pipe.contents(),
-                );
-            }
+        self.forward_output(captured, &scope.request_id);
+        Spent {
+            store,
+            held,
+            refill,
         }
-        Spent { store, held }.retire(self.runtime.busy());
+        .retire(self.runtime.busy());
         result
     }
+
+    /// What the guest printed, to the log under `request_id`.
+    fn forward_output(&self, captured: Option<CapturedOutput>, request_id: &str) {
+        let Some(captured) = captured else { return };
+        for (stream, pipe) in [("stdout", &captured.stdout), ("stderr", &captured.stderr)] {
+            output::forward(
+                &self.output,
+                &self.log_name,
+                request_id,
+                stream,
+                &pipe.contents(),
+            );
+        }
+    }
+
+    /// A store for one instance of this source under `budget`, of which
+    /// `fuel_spent` is used already.
+    fn store(
+        &self,
+        state: HostState,
+        budget: &Budget,
+        fuel_spent: u64,
+    ) -> Result<Store<HostState>, GuestError> {
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|s| &mut s.memory);
+        arm(&mut store, budget, fuel_spent)?;
+        Ok(store)
+    }
+
+    /// Make a standby (`standby.rs`): after a call, while the server is not
+    /// busy, if this source has none and the bound has room. Under the
+    /// source's budget, like a call; if instantiation fails, none is kept.
+    async fn make_standby(self: Arc<Self>) {
+        if self.runtime.busy() || !self.standby.is_empty() {
+            return;
+        }
+        let Some(reserved) = self.runtime.standbys.reserve() else {
+            return;
+        };
+        let linked = self.linked();
+        let budget = Budget::new(
+            &self.budget,
+            Instant::now() + Duration::from_millis(self.budget.max_duration_ms),
+        );
+        let Ok(capabilities) =
+            self.capabilities
+                .for_call(&self.log_name, &STANDBY_REQUEST_ID, budget.deadline)
+        else {
+            return;
+        };
+        let captured = capabilities.wasi.output();
+        let state = HostState::new(capabilities, &budget, CancellationToken::new());
+        let Ok(mut store) = self.store(state, &budget, 0) else {
+            return;
+        };
+        let _ticking = self.runtime.ticker.ticking();
+        let made = tokio::time::timeout_at(
+            (budget.deadline + TIMER_SLACK).into(),
+            linked.pre.instantiate_async(&mut store),
+        )
+        .await;
+        // What start functions printed (the taking call captures its own).
+        self.forward_output(captured, &STANDBY_REQUEST_ID);
+        let Ok(Ok(instance)) = made else {
+            return;
+        };
+        let fuel_used = budget.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let standby = Standby::new(store, instance, linked, fuel_used, reserved);
+        self.standby.put(standby, &self.linked());
+    }
+}
+
+/// The request id in the log lines of what a standby's instantiation does.
+static STANDBY_REQUEST_ID: LazyLock<Arc<str>> = LazyLock::new(|| "standby".into());
+
+/// Fuel, the host-call allowance and the deadline of `budget` on `store`.
+fn arm(store: &mut Store<HostState>, budget: &Budget, fuel_spent: u64) -> Result<(), GuestError> {
+    store
+        .set_fuel(budget.fuel.saturating_sub(fuel_spent))
+        .map_err(|e| GuestError::Instantiate(format!("{e:#}")))?;
+    // What lifting one result may allocate on the host (wasmtime's
+    // default is 128 MiB): no more than the call's memory budget.
+    store.set_hostcall_fuel(usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX));
+    let deadline = budget.deadline;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Err(wasmtime::Error::new(DeadlineTrap))
+        } else {
+            // Yield at every tick: this is where a dropped or cancelled
+            // call stops, and where the executor gets its thread back.
+            // tokio's own yield (not a bare self-wake, which tokio runs
+            // again at once from its LIFO slot and before it polls for
+            // I/O): the thread's other calls and its sockets get a turn
+            // first, so a CPU-bound guest delays others by a tick, not
+            // by its whole deadline.
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        }
+    });
+    Ok(())
+}
+
+/// A standby's store, now the call's: its data (capabilities, deadline,
+/// cancellation, a memory account charged with what instantiation took),
+/// fuel and deadline are the call's before any export runs.
+fn bind(
+    standby: Standby,
+    mut state: HostState,
+    budget: &Budget,
+) -> Result<Store<HostState>, GuestError> {
+    let mut store = standby.store;
+    // Over the cap only if instantiation took more than the call may: the
+    // call then fails as a memory-cap failure, as it would have instantiating.
+    let _ = state.memory.charge(store.data().memory.used());
+    *store.data_mut() = state;
+    arm(&mut store, budget, standby.fuel_used)?;
+    Ok(store)
 }
 
 /// A finished call's store (its instance, memories, tables, capabilities)
@@ -292,6 +401,8 @@ impl Source {
 struct Spent {
     store: Store<HostState>,
     held: (Slot, InFlight),
+    /// The source to make a standby of once the store is gone.
+    refill: Option<Arc<Source>>,
 }
 
 impl Spent {
@@ -299,21 +410,31 @@ impl Spent {
     /// worker runs once the request's task yields, that is after the
     /// response is written: a lone client does not wait for the teardown
     /// (the memory reset, ~5-10 µs), which runs while the client reads.
+    /// A standby (`standby.rs`) is made in that task, after the teardown.
     fn retire(self, busy: bool) {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) if !busy => {
-                runtime.spawn(async move { self.drop_now() });
+                runtime.spawn(async move {
+                    if let Some(source) = self.drop_now() {
+                        source.make_standby().await;
+                    }
+                });
             }
             // Off a tokio runtime (never in the server): here, too.
-            _ => self.drop_now(),
+            _ => drop(self.drop_now()),
         }
     }
 
     /// The instance first, then the slot it held.
-    fn drop_now(self) {
-        let Spent { store, held } = self;
+    fn drop_now(self) -> Option<Arc<Source>> {
+        let Spent {
+            store,
+            held,
+            refill,
+        } = self;
         drop(store);
         drop(held);
+        refill
     }
 }
 

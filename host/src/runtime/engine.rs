@@ -5,6 +5,7 @@ use super::capabilities;
 use super::guest_threads::GuestThreads;
 use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
+use super::standby::StandbyBound;
 use crate::config::RuntimeConfig;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,8 +13,8 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-/// Instances reserved beyond `max_concurrent_calls` (startup `describe` calls,
-/// a call finishing while the next starts).
+/// Instances reserved beyond `max_concurrent_calls` and the standbys (startup
+/// `describe` calls, a call finishing while the next starts).
 const SPARE_INSTANCES: u32 = 8;
 
 pub struct Runtime {
@@ -26,6 +27,8 @@ pub struct Runtime {
     pub(crate) ticker: EpochTicker,
     /// Where guest calls run when `[runtime] guest_threads` > 0.
     pub(crate) guest_threads: Option<GuestThreads>,
+    /// How many never-called instances may be kept ready (`standby.rs`).
+    pub(crate) standbys: Arc<StandbyBound>,
     /// Client connections open, counted by the listener: whether the server
     /// is busy (`guest_threads_from_connections`, [`Runtime::busy`]).
     open_connections: Arc<AtomicUsize>,
@@ -52,6 +55,7 @@ impl Runtime {
             ticker,
             guest_threads: GuestThreads::start(config.guest_threads)
                 .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
+            standbys: StandbyBound::new(config.standby_instances as usize),
             open_connections,
             busy_from_connections: config.guest_threads_from_connections as usize,
         })
@@ -96,7 +100,7 @@ pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
     // (CPython, SpiderMonkey) have large, sparse pre-initialized heaps that
     // the default 16 MiB would leave to per-call copying.
     config.memory_guaranteed_dense_image_size(rc.max_memory_bytes);
-    let instances = rc.max_concurrent_calls + SPARE_INSTANCES;
+    let instances = rc.max_concurrent_calls + SPARE_INSTANCES + rc.standby_instances;
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
         .total_core_instances(instances * rc.max_core_instances_per_component.min(16))

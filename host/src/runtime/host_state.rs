@@ -1,7 +1,7 @@
 //! The per-call store data: the resource table, memory accounting, the
 //! call's deadline and cancellation, and the state of each capability.
 
-use super::budget::MemoryCapTrap;
+use super::budget::{Budget, MemoryCapTrap};
 use super::capabilities::{CallCapabilities, CallView};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,21 @@ pub struct HostState {
 }
 
 impl HostState {
+    /// A call's (or a standby's) data under `budget`.
+    pub(crate) fn new(
+        capabilities: CallCapabilities,
+        budget: &Budget,
+        cancel: CancellationToken,
+    ) -> Self {
+        HostState {
+            table: ResourceTable::new(),
+            memory: MemoryAccount::new(budget.memory_bytes),
+            capabilities,
+            deadline: budget.deadline,
+            cancel,
+        }
+    }
+
     /// One capability's view of this call: `pick` chooses its state.
     pub(crate) fn view<S>(
         &mut self,

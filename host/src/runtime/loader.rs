@@ -129,6 +129,9 @@ pub struct Source {
     /// The component linked for calls; replaced when the source is trimmed
     /// (`trim.rs`), so that the pool memory its idle slots hold is given back.
     linked: RwLock<Arc<Linked>>,
+    /// A never-called instance of `linked`, kept ready while the server is
+    /// not busy (`standby.rs`).
+    pub(crate) standby: super::standby::Shelf,
     /// Calls running and when the last one ended, for trimming.
     pub(crate) activity: super::trim::Activity,
     /// The metric series of `list` and `read`, once the name is known
@@ -253,6 +256,8 @@ impl Source {
     /// `linked`; the old one goes when the calls holding it end.
     pub(crate) fn relink(&self, linked: Linked) {
         *self.linked.write().unwrap() = Arc::new(linked);
+        // An instance of the old copy would keep its memory images.
+        self.standby.clear();
     }
 
     async fn describe(&self, scope: &RequestScope) -> Result<Template, GuestError> {
@@ -511,6 +516,7 @@ async fn load_one(
         cache: outcome,
         runtime: runtime.clone(),
         linked: RwLock::new(Arc::new(linked)),
+        standby: Default::default(),
         activity: Default::default(),
         series: Default::default(),
         capabilities,

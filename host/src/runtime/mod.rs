@@ -27,6 +27,7 @@ mod output;
 mod page;
 mod scope;
 mod slots;
+mod standby;
 mod trim;
 
 pub use budget::{Budget, GuestError, SourceFailure};

@@ -131,6 +131,8 @@ pub struct Metrics {
     pub slot_wait: Histogram,
     pub slots_in_use: Gauge,
     pub guest_calls_handed_over: Counter,
+    pub guest_calls_from_standby: Counter,
+    pub standby_instances: Gauge,
     pub page_entries: Histogram,
     pub page_bytes: Histogram,
     pub pages_cut_by_bytes: Counter,
@@ -164,6 +166,8 @@ impl Metrics {
             slot_wait: seconds(),
             slots_in_use: Gauge::default(),
             guest_calls_handed_over: Counter::default(),
+            guest_calls_from_standby: Counter::default(),
+            standby_instances: Gauge::default(),
             page_entries: counts(),
             page_bytes: bytes(),
             pages_cut_by_bytes: Counter::default(),
@@ -241,6 +245,16 @@ impl Metrics {
             "guest_calls_on_guest_threads",
             "Guest calls handed to a [runtime] guest_threads thread; the others ran on the request's worker",
             m.guest_calls_handed_over.clone(),
+        );
+        r.register(
+            "guest_calls_from_standby",
+            "Guest calls that took a never-called instance made while the server was not busy ([runtime] standby_instances); the others instantiated",
+            m.guest_calls_from_standby.clone(),
+        );
+        r.register(
+            "guest_standby_instances",
+            "Never-called instances kept ready now, at most [runtime] standby_instances (each holds a pool instance and its memory)",
+            m.standby_instances.clone(),
         );
         r.register(
             "page_entries",
