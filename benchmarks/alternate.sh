@@ -4,27 +4,42 @@
 # that last seconds, so only cells taken side by side in time compare.
 # Prints each pair and the median of B/A.
 # Usage: benchmarks/alternate.sh BIN_A CONFIG_A BIN_B CONFIG_B [MODE] [C] [PAIRS] [SECONDS]
-#   CONFIG relative to target/ems (after benchmarks/setup.sh).
+#   CONFIG relative to target/ems (after benchmarks/setup.sh). BIN_A `rmcp`
+#   (CONFIG_A ignored, say -) is the peers' rmcp server: B/A is then
+#   emseepea's ratio to rmcp, cell by cell in the same moments.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BA=$1; CA=$2; BB=$3; CB=$4; MODE=${5:-traversal}; C=${6:-64}; PAIRS=${7:-10}; SECS=${8:-1}
 cd "$ROOT/target/ems"
 D=$ROOT/target/peers/target/release/mcp-load
-sed "s#^state_dir = .*#state_dir = \"alt-a\"#" "$CA" > alt-a.toml
-sed "s#^state_dir = .*#state_dir = \"alt-b\"#" "$CB" > alt-b.toml
-"$BA" serve --config alt-a.toml --listen 127.0.0.1:18331 > alt-a.log 2>&1 & PA=$!
-"$BB" serve --config alt-b.toml --listen 127.0.0.1:18332 > alt-b.log 2>&1 & PB=$!
-trap 'kill $PA $PB 2>/dev/null || true' EXIT
-for _ in $(seq 300); do grep -q "listening on" alt-a.log && grep -q "listening on" alt-b.log && break; sleep 0.1; done
-declare -A TOKEN
-TOKEN[a]=$("$BA" token --config alt-a.toml --sub alice --scope catalog:read --audience http://127.0.0.1:18331/mcp)
-TOKEN[b]=$("$BB" token --config alt-b.toml --sub alice --scope catalog:read --audience http://127.0.0.1:18332/mcp)
-declare -A PORT=([a]=18331 [b]=18332) PID=([a]=$PA [b]=$PB)
-PRIME=(); [ "$MODE" = fixed ] && PRIME=(--prime 100)
+declare -A PORT=([a]=18331 [b]=18332) PID TOKEN
+# side X BIN CONFIG: start server X; BIN `rmcp` is the peers' rmcp server
+# (no auth, plain offset cursors), for emseepea against it in the same moments.
+side() {
+  if [ "$2" = rmcp ]; then
+    "$ROOT/target/peers/target/release/peer-rmcp" "${PORT[$1]}" > "alt-$1.log" 2>&1 &
+    PID[$1]=$!
+    sleep 0.5
+    return
+  fi
+  sed "s#^state_dir = .*#state_dir = \"alt-$1\"#" "$3" > "alt-$1.toml"
+  "$2" serve --config "alt-$1.toml" --listen "127.0.0.1:${PORT[$1]}" > "alt-$1.log" 2>&1 &
+  PID[$1]=$!
+  for _ in $(seq 300); do grep -q "listening on" "alt-$1.log" && break; sleep 0.1; done
+  TOKEN[$1]=$("$2" token --config "alt-$1.toml" --sub alice --scope catalog:read --audience "http://127.0.0.1:${PORT[$1]}/mcp")
+}
+trap 'kill ${PID[a]:-} ${PID[b]:-} 2>/dev/null || true' EXIT
+side a "$BA" "$CA"
+side b "$BB" "$CB"
 # cell X: pages/s and server CPU µs per page of one cell against server X.
 cell() {
-  local args=(--url "http://127.0.0.1:${PORT[$1]}/mcp" -c "$C" --mode "$MODE" --session "${PRIME[@]}"
-              --header "Authorization: Bearer ${TOKEN[$1]}" --warmup 0)
+  local args=(--url "http://127.0.0.1:${PORT[$1]}/mcp" -c "$C" --mode "$MODE" --warmup 0)
+  if [ -n "${TOKEN[$1]:-}" ]; then
+    args+=(--session --header "Authorization: Bearer ${TOKEN[$1]}")
+    [ "$MODE" = fixed ] && args+=(--prime 100)
+  elif [ "$MODE" = fixed ]; then
+    args+=(--cursor 5000)
+  fi
   local t0 t1 out rps
   t0=$(awk '{print $14+$15}' "/proc/${PID[$1]}/stat")
   out=$("$D" "${args[@]}" -d "$SECS" 2>&1)
