@@ -166,14 +166,16 @@ pub const DEFAULT_SOURCE_SHARE: (u32, u32) = (3, 4);
 pub const DEFAULT_SLOT_WAIT_MS: u64 = 500;
 /// Most `[runtime] guest_threads` (each is an OS thread with its runtime).
 pub const MAX_GUEST_THREADS: u32 = 64;
-/// Default `[runtime] guest_threads`: half the cores (at least one), leaving
-/// the others to the workers' HTTP, JSON and socket work.
-pub fn default_guest_threads() -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    cores.div_ceil(2).min(MAX_GUEST_THREADS)
-}
-/// Client connections open from which calls go to the guest threads: below
-/// it the hand-over's two wake-ups cost a lone client more than it saves.
+/// Default `[runtime] guest_threads`: none, calls run on the request's
+/// worker. Measured side by side in time (`benchmarks/alternate.sh`, 11
+/// cells at C = 16 and 64 on 2 shared cores), the workers served 0.96-1.18x
+/// the pages of one guest thread (median 1.05): the hand-over's wake-ups
+/// cost more than the guest thread's warm caches saved.
+pub const DEFAULT_GUEST_THREADS: u32 = 0;
+/// Client connections open from which the server is busy: calls go to the
+/// guest threads (if any; below it the hand-over's two wake-ups cost a lone
+/// client more than it saves), and a call's teardown and the next standby
+/// are no longer deferred past its response.
 pub const DEFAULT_GUEST_THREADS_FROM_CONNECTIONS: u32 = 8;
 /// Default `[runtime] standby_instances`: enough for the few sources a lone
 /// client or a quiet server calls in turn.
@@ -502,8 +504,10 @@ pub struct RuntimeConfig {
     /// Threads that run guest calls, handed over from the request's worker
     /// (`runtime/guest_threads.rs`); 0: calls always run on the worker.
     pub guest_threads: u32,
-    /// Calls go to the guest threads only while at least this many client
-    /// connections are open (0: always); below, they run on the worker.
+    /// The server is busy while at least this many client connections are
+    /// open (0: always): calls then go to the guest threads (if any), and a
+    /// call's teardown is no longer deferred past its response, nor a
+    /// standby made (`Runtime::busy`).
     pub guest_threads_from_connections: u32,
     /// Never-called instances kept ready, one per source at most, made after
     /// a call while the server is not busy (`runtime/standby.rs`); the pool
@@ -532,7 +536,7 @@ impl Default for RuntimeConfig {
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
             pagemap_scan: true,
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
-            guest_threads: default_guest_threads(),
+            guest_threads: DEFAULT_GUEST_THREADS,
             guest_threads_from_connections: DEFAULT_GUEST_THREADS_FROM_CONNECTIONS,
             standby_instances: DEFAULT_STANDBY_INSTANCES,
             max_core_instances_per_component: 64,
@@ -1120,15 +1124,14 @@ mod tests {
     }
 
     #[test]
-    fn guest_threads_are_on_by_default_for_busy_servers() {
+    fn guest_threads_are_off_by_default() {
         let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
-        let cores = std::thread::available_parallelism().unwrap().get() as u32;
-        assert_eq!(c.runtime.guest_threads, cores.div_ceil(2));
-        assert!(c.runtime.guest_threads >= 1);
+        assert_eq!(c.runtime.guest_threads, 0);
         assert_eq!(
             c.runtime.guest_threads_from_connections,
             DEFAULT_GUEST_THREADS_FROM_CONNECTIONS
         );
+        assert_eq!(c.runtime.standby_instances, DEFAULT_STANDBY_INSTANCES);
     }
 
     #[test]
