@@ -29,4 +29,7 @@ start() {
 start emseepea ems.toml 18301 state
 if [ -n "${ALSO:-}" ]; then start emseepea-2 "$ALSO" 18311 state2; fi
 cd "$ROOT/target/peers"
-./bench.sh -r "${1:-1}" -d "${2:-5}" -s "bare-hyper rmcp ts-sdk python-2w" --no-wrk "${ARGS[@]}"
+# bench.sh exits 1 after printing its results: its EXIT trap ends on
+# `[ -n "$p" ] && ...` over an empty list, under `set -e`. Say so, not fail.
+./bench.sh -r "${1:-1}" -d "${2:-5}" -s "bare-hyper rmcp ts-sdk python-2w" --no-wrk "${ARGS[@]}" \
+  || echo "(bench.sh exited $?: see its results above)"
