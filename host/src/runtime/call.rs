@@ -82,17 +82,27 @@ impl Source {
             let slot = self.take_slot(scope).await?;
             let budget = Budget::new(&self.budget, scope.deadline);
             let Some(threads) = threads else {
-                return self
-                    .budgeted(slot, budget, scope, what, Some(self), f)
-                    .await;
+                let call = Admitted {
+                    slot,
+                    budget,
+                    scope,
+                    what,
+                    refill: Some(self),
+                };
+                return self.budgeted(call, f).await;
             };
             metrics().guest_calls_handed_over.inc();
             let (source, scope) = (self.clone(), scope.clone());
             // Under the call's span (current here), as on the worker.
             let call = async move {
-                source
-                    .budgeted(slot, budget, &scope, what, Some(&source), f)
-                    .await
+                let call = Admitted {
+                    slot,
+                    budget,
+                    scope: &scope,
+                    what,
+                    refill: Some(&source),
+                };
+                source.budgeted(call, f).await
             }
             .instrument(tracing::Span::current());
             // `None`: the threads are stopping (shutdown).
@@ -118,7 +128,14 @@ impl Source {
         self.logged(scope, what, async {
             let slot = self.take_slot(scope).await?;
             let budget = Budget::new(&self.budget, scope.deadline);
-            self.budgeted(slot, budget, scope, what, None, f).await
+            let call = Admitted {
+                slot,
+                budget,
+                scope,
+                what,
+                refill: None,
+            };
+            self.budgeted(call, f).await
         })
         .await
     }
@@ -174,43 +191,34 @@ impl Source {
         Ok(slot)
     }
 
-    /// Run with `budget` (which started when the slot was taken), holding
-    /// `slot` until the instance is gone, wherever this runs. `refill`: the
-    /// source (this one) to make a standby of afterwards, if the server is
-    /// not busy then.
-    async fn budgeted<R, F>(
-        &self,
-        slot: Slot,
-        budget: Budget,
-        scope: &RequestScope,
-        what: &'static str,
-        refill: Option<&Arc<Source>>,
-        f: F,
-    ) -> Result<R, GuestError>
+    /// Run `call` under its budget, holding its slot until the instance is
+    /// gone, wherever this runs; the tokio timer covers time in host calls.
+    async fn budgeted<R, F>(&self, call: Admitted<'_>, f: F) -> Result<R, GuestError>
     where
         R: Send,
         F: CallFn<R>,
     {
         let in_use = InFlight::enter(&metrics().slots_in_use);
-        let run = self.run((slot, in_use), budget, scope, what, refill, f);
-        tokio::time::timeout_at((budget.deadline + TIMER_SLACK).into(), run)
+        let deadline = call.budget.deadline;
+        let run = self.run(call, in_use, f);
+        tokio::time::timeout_at((deadline + TIMER_SLACK).into(), run)
             .await
             .unwrap_or(Err(GuestError::DeadlineExceeded))
     }
 
-    async fn run<R, F>(
-        &self,
-        held: (Slot, InFlight),
-        budget: Budget,
-        scope: &RequestScope,
-        what: &'static str,
-        refill: Option<&Arc<Source>>,
-        f: F,
-    ) -> Result<R, GuestError>
+    async fn run<R, F>(&self, call: Admitted<'_>, in_use: InFlight, f: F) -> Result<R, GuestError>
     where
         R: Send,
         F: CallFn<R>,
     {
+        let Admitted {
+            slot,
+            budget,
+            scope,
+            what,
+            refill,
+        } = call;
+        let held = (slot, in_use);
         let m = metrics();
         if Instant::now() >= budget.deadline {
             return Err(GuestError::DeadlineExceeded);
@@ -394,6 +402,18 @@ fn bind(
     *store.data_mut() = state;
     arm(&mut store, budget, standby.fuel_used)?;
     Ok(store)
+}
+
+/// A call the fair shares admitted: its slot, its budget (which started
+/// when the slot was taken), and what it is for.
+struct Admitted<'a> {
+    slot: Slot,
+    budget: Budget,
+    scope: &'a RequestScope,
+    what: &'static str,
+    /// The source (the calling one) to make a standby of afterwards, if the
+    /// server is not busy then; `None` for startup's `describe`.
+    refill: Option<&'a Arc<Source>>,
 }
 
 /// A finished call's store (its instance, memories, tables, capabilities)
