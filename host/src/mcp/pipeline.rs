@@ -167,10 +167,11 @@ async fn post(app: &App, parts: &Parts, body: Body) -> Result<HttpResponse, Stop
         }
         Stop::rpc(Version::UNNEGOTIATED, None, e.into())
     })?;
-    let answer = async {
+    let caller = &caller;
+    let answer = move || async move {
         match frame {
-            Frame::Single(raw) => exchange::single(app, headers, &caller, &raw).await,
-            Frame::Batch(items) => batch::serve(app, headers, &caller, &items).await,
+            Frame::Single(raw) => exchange::single(app, headers, caller, &raw).await,
+            Frame::Batch(items) => batch::serve(app, headers, caller, &items).await,
         }
     };
     crate::telemetry::traces::with_headers(headers, answer).await

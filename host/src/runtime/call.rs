@@ -78,7 +78,7 @@ impl Source {
             .guest_threads
             .as_ref()
             .filter(|_| self.runtime.busy());
-        self.logged(scope, what, async {
+        self.logged(scope, what, || async {
             let slot = self.take_slot(scope).await?;
             let budget = Budget::new(&self.budget, scope.deadline);
             let Some(threads) = threads else {
@@ -125,7 +125,7 @@ impl Source {
         R: Send,
         F: CallFn<Result<R, SourceError>>,
     {
-        self.logged(scope, what, async {
+        self.logged(scope, what, || async {
             let slot = self.take_slot(scope).await?;
             let budget = Budget::new(&self.budget, scope.deadline);
             let call = Admitted {
@@ -140,14 +140,20 @@ impl Source {
         .await
     }
 
-    /// `call` (slot, hand-over, budgeted run) under the call's span and log
-    /// line; a cancellation of the request ends it.
-    async fn logged<R>(
+    /// The call `start` makes (slot, hand-over, budgeted run) under the
+    /// call's span and log line; a cancellation of the request ends it.
+    /// `start` builds the call's future where it is awaited: a future passed
+    /// by value would be kept twice in this one (the argument and what is
+    /// awaited), and every caller's future holds this one.
+    async fn logged<R, C>(
         &self,
         scope: &RequestScope,
         what: &'static str,
-        call: impl Future<Output = Result<Result<R, SourceError>, GuestError>>,
-    ) -> Result<R, GuestError> {
+        start: impl FnOnce() -> C,
+    ) -> Result<R, GuestError>
+    where
+        C: Future<Output = Result<Result<R, SourceError>, GuestError>>,
+    {
         let mut log = CallLog {
             source: &self.log_name,
             series: self.series(what),
@@ -162,7 +168,7 @@ impl Source {
             tokio::select! {
                 biased;
                 _ = scope.cancel.cancelled() => Err(GuestError::Cancelled),
-                r = call => r,
+                r = start() => r,
             }
         }
         .instrument(log.span.clone())

@@ -204,15 +204,17 @@ tokio::task_local! {
     static HEADER_PARENT: Context;
 }
 
-/// Run `fut` (one HTTP request's MCP handling) with the trace context its
-/// headers carry, if traces are on and they carry one.
-pub async fn with_headers<F: Future>(headers: &HeaderMap, fut: F) -> F::Output {
+/// Run what `start` makes (one HTTP request's MCP handling) with the trace
+/// context its headers carry, if traces are on and they carry one. The
+/// future is made here, in the branch that awaits it: passed by value, it
+/// would be kept twice in this one, once per branch.
+pub async fn with_headers<F: Future>(headers: &HeaderMap, start: impl FnOnce() -> F) -> F::Output {
     let parent = enabled()
         .then(|| valid(TraceContextPropagator::new().extract(&HeaderSource(headers))))
         .flatten();
     match parent {
-        Some(cx) => HEADER_PARENT.scope(cx, fut).await,
-        None => fut.await,
+        Some(cx) => HEADER_PARENT.scope(cx, start()).await,
+        None => start().await,
     }
 }
 
