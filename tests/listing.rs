@@ -41,6 +41,7 @@ async fn every_entry_rule_is_enforced_with_a_generic_error() {
         // Broken canonical ABI, caught by the host's page lifter.
         ("abi-out-of-bounds", "out of bounds of memory"),
         ("abi-invalid-utf8", "not valid UTF-8"),
+        ("abi-split-utf8", "not valid UTF-8"),
         ("abi-alias", "reason=\"memory_cap\""),
     ];
     for (mode, logged) in rules {

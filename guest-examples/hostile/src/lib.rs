@@ -194,7 +194,11 @@ impl template::Guest for Hostile {
             "remember" => {
                 let mut left = LEFT_BEHIND.lock().unwrap();
                 let seen = left.take().unwrap_or_else(|| "nothing".into());
-                let caller = context.principal.as_ref().and_then(|p| p.subject.clone()).unwrap_or_default();
+                let caller = context
+                    .principal
+                    .as_ref()
+                    .and_then(|p| p.subject.clone())
+                    .unwrap_or_default();
                 *left = Some(format!("HOSTILE-SECRET {uri} of {caller}"));
                 format!("remembered {seen}")
             }
@@ -535,6 +539,15 @@ impl inventory::Guest for Hostile {
             "abi-invalid-utf8" => {
                 let mut e = entry("k1", "1");
                 e.resource.name = unsafe { String::from_utf8_unchecked(vec![b'H', 0xff, 0xfe]) };
+                page(vec![e], false)
+            }
+            "abi-split-utf8" => {
+                // Half of "é" ends the name, the other half starts the mime
+                // type: neither is UTF-8, though the two side by side are.
+                let mut e = entry("k1", "1");
+                e.resource.name = unsafe { String::from_utf8_unchecked(vec![b'H', 0xc3]) };
+                e.resource.mime_type =
+                    Some(unsafe { String::from_utf8_unchecked(vec![0xa9, b'x']) });
                 page(vec![e], false)
             }
             "abi-alias" => {

@@ -9,8 +9,10 @@
 //! It reads the canonical-ABI layout of `inventory-page` directly (the
 //! offsets below, checked against the bindgen types' ABI in a test, and the
 //! WIT signature typechecked by wasmtime before every call). Every read is
-//! bounds-checked against guest memory, strings are UTF-8-validated, and the
-//! host-allocation ("hostcall fuel") limit is charged as wasmtime charges it.
+//! bounds-checked against guest memory, strings are UTF-8-validated (the
+//! page's bytes in one pass, then each string's ends as character
+//! boundaries), and the host-allocation ("hostcall fuel") limit is charged
+//! as wasmtime charges it.
 //! Flat values and guests with a non-UTF-8 string encoding take the bindgen
 //! lift.
 
@@ -191,28 +193,52 @@ unsafe impl Lift for GuestPage {
             }
         }
         cx.consume_fuel(total)?;
-        let mut page = GuestPage {
-            text: String::with_capacity(total),
-            entries: Vec::with_capacity(len),
-            has_more,
-        };
+        let mut text = Vec::with_capacity(total);
+        let mut entries = Vec::with_capacity(len);
         for entry in list.chunks_exact(ENTRY_SIZE) {
-            let key = append_str(memory, entry, ENTRY_KEY, &mut page.text)?;
-            let uri = append_str(memory, entry, ENTRY_URI, &mut page.text)?;
-            let name = append_str(memory, entry, ENTRY_NAME, &mut page.text)?;
+            let key = append_bytes(memory, entry, ENTRY_KEY, &mut text)?;
+            let uri = append_bytes(memory, entry, ENTRY_URI, &mut text)?;
+            let name = append_bytes(memory, entry, ENTRY_NAME, &mut text)?;
             let mime_type = match entry[ENTRY_MIME_TAG] {
                 0 => None,
-                1 => Some(append_str(memory, entry, ENTRY_MIME, &mut page.text)?),
+                1 => Some(append_bytes(memory, entry, ENTRY_MIME, &mut text)?),
                 _ => return Err(LiftError("invalid option discriminant").into()),
             };
-            page.entries.push(EntrySpans {
+            entries.push(EntrySpans {
                 key,
                 uri,
                 name,
                 mime_type,
             });
         }
-        Ok(page)
+        Ok(GuestPage {
+            text: utf8_strings(text, &entries)?,
+            entries,
+            has_more,
+        })
+    }
+}
+
+/// The page's bytes as text, if each of its strings is UTF-8. One pass over
+/// all of them (rather than one call per string, 150 for a typical page)
+/// proves the concatenation UTF-8; each string is then UTF-8 if it also
+/// starts at a character boundary of it (and so ends at one: the next
+/// string's start, or the end). Without that check, a string ending in half
+/// a character followed by one starting with the other half would pass.
+fn utf8_strings(text: Vec<u8>, entries: &[EntrySpans]) -> wasmtime::Result<String> {
+    let not_utf8 = || LiftError("a string is not valid UTF-8");
+    let text = String::from_utf8(text).map_err(|_| not_utf8())?;
+    let starts_on_boundary = |r: &Range<u32>| text.is_char_boundary(r.start as usize);
+    let all = entries.iter().all(|e| {
+        starts_on_boundary(&e.key)
+            && starts_on_boundary(&e.uri)
+            && starts_on_boundary(&e.name)
+            && e.mime_type.as_ref().is_none_or(starts_on_boundary)
+    });
+    if all {
+        Ok(text)
+    } else {
+        Err(not_utf8().into())
     }
 }
 
@@ -249,18 +275,19 @@ pub(super) fn lift_str<'m>(
         .map_err(|_| LiftError("a string is not valid UTF-8").into())
 }
 
-/// Check the string whose (ptr, len) is at `record[at..]` and append it to
-/// `text` (its length was charged as hostcall fuel with the page's).
-fn append_str(
+/// Append the bytes whose (ptr, len) is at `record[at..]` to `text` (their
+/// length was charged as hostcall fuel with the page's; `utf8_strings`
+/// checks them).
+fn append_bytes(
     memory: &[u8],
     record: &[u8],
     at: usize,
-    text: &mut String,
+    text: &mut Vec<u8>,
 ) -> wasmtime::Result<Range<u32>> {
-    let s = lift_str(memory, record, at)?;
+    let s = lift_bytes(memory, record, at)?;
     let too_long = |_| LiftError("the page's strings exceed 4 GiB");
     let start = u32::try_from(text.len()).map_err(too_long)?;
-    text.push_str(s);
+    text.extend_from_slice(s);
     Ok(start..u32::try_from(text.len()).map_err(too_long)?)
 }
 
