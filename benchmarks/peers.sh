@@ -6,6 +6,8 @@
 #   ALSO=ems-inline.toml benchmarks/peers.sh ...   a second emseepea (another
 #   config in target/ems, as "emseepea-2") in the same run, cell by cell;
 #   ALSO_BIN=PATH runs that second server from another binary (a baseline).
+#   PEERS="rmcp python-2w" picks the peers; BENCH_ARGS="-m fixed -c 1" adds
+#   bench.sh options (one cell, say, to find what a cell depends on).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release/emseepea
@@ -31,5 +33,7 @@ if [ -n "${ALSO:-}" ]; then start emseepea-2 "$ALSO" 18311 state2; fi
 cd "$ROOT/target/peers"
 # bench.sh exits 1 after printing its results: its EXIT trap ends on
 # `[ -n "$p" ] && ...` over an empty list, under `set -e`. Say so, not fail.
-./bench.sh -r "${1:-1}" -d "${2:-5}" -s "bare-hyper rmcp ts-sdk python-2w" --no-wrk "${ARGS[@]}" \
+# shellcheck disable=SC2086 # BENCH_ARGS is a list of options
+./bench.sh -r "${1:-1}" -d "${2:-5}" -s "${PEERS:-bare-hyper rmcp ts-sdk python-2w}" --no-wrk \
+  ${BENCH_ARGS:-} "${ARGS[@]}" \
   || echo "(bench.sh exited $?: see its results above)"
