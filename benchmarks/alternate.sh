@@ -19,7 +19,7 @@ side() {
   if [ "$2" = rmcp ]; then
     "$ROOT/target/peers/target/release/peer-rmcp" "${PORT[$1]}" > "alt-$1.log" 2>&1 &
     PID[$1]=$!
-    sleep 0.5
+    for _ in $(seq 100); do (: < "/dev/tcp/127.0.0.1/${PORT[$1]}") 2>/dev/null && break; sleep 0.05; done
     return
   fi
   sed "s#^state_dir = .*#state_dir = \"alt-$1\"#" "$3" > "alt-$1.toml"
