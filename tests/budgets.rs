@@ -121,7 +121,9 @@ async fn on_a_guest_thread_budgets_hold() {
 /// seconds after its 300 ms deadline) and fails as `fuel_exhausted`.
 #[tokio::test]
 async fn deadline_of_a_busy_loop_after_the_ticker_slept() {
-    let s = start("loop", "fuel = 5_000_000_000\nmax_duration_ms = 300");
+    // Fuel for far more than 300 ms of the loop: 5e9 ran out in 291 ms
+    // on a fast machine, and then fuel, not the deadline, stopped it.
+    let s = start("loop", "fuel = 100_000_000_000\nmax_duration_ms = 300");
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let token = s.token(Some("alice"), SCOPE);
     let a = read(&s, &token, "hostile://bad/1").await;
