@@ -2,7 +2,7 @@
 # Throughput of two emseepea servers, both running, measured in turn in short
 # cells (A, B, B, A, ...): on this VM rates swing by up to 3x between phases
 # that last seconds, so only cells taken side by side in time compare.
-# Prints each pair and the median of B/A.
+# Prints each pair (pages/s, server CPU per page, p99) and the medians.
 # Usage: benchmarks/alternate.sh BIN_A CONFIG_A BIN_B CONFIG_B [MODE] [C] [PAIRS] [SECONDS]
 #   CONFIG relative to target/ems (after benchmarks/setup.sh). BIN_A `rmcp`
 #   (CONFIG_A ignored, say -) is the peers' rmcp server: B/A is then
@@ -45,14 +45,18 @@ cell() {
   out=$("$D" "${args[@]}" -d "$SECS" 2>&1)
   t1=$(awk '{print $14+$15}' "/proc/${PID[$1]}/stat")
   rps=$(echo "$out" | grep -oE 'ok [0-9]+ req/s' | grep -oE '[0-9]+')
-  echo "$rps $(python3 -c "print(round(($t1-$t0)*1e6/$(getconf CLK_TCK)/($rps*$SECS),1))")"
+  p99=$(echo "$out" | sed -E 's/.* p99 ([0-9.]+) ms.*/\1/')
+  echo "$rps $(python3 -c "print(round(($t1-$t0)*1e6/$(getconf CLK_TCK)/($rps*$SECS),1))") $p99"
 }
 cell a >/dev/null; cell b >/dev/null
-RATIOS=()
+RATIOS=(); P99A=(); P99B=()
+# field N of a cell's "pages/s µs/page p99" line
+f() { echo "$1" | cut -d' ' -f"$2"; }
 for i in $(seq "$PAIRS"); do
   if [ $((i % 2)) = 1 ]; then A=$(cell a); B=$(cell b); else B=$(cell b); A=$(cell a); fi
-  r=$(python3 -c "print(round(${B% *}/${A% *},3))")
-  RATIOS+=("$r")
-  echo "pair $i: A ${A% *} pages/s (${A#* } µs/page)  B ${B% *} pages/s (${B#* } µs/page)  B/A $r"
+  r=$(python3 -c "print(round($(f "$B" 1)/$(f "$A" 1),3))")
+  RATIOS+=("$r"); P99A+=("$(f "$A" 3)"); P99B+=("$(f "$B" 3)")
+  echo "pair $i: A $(f "$A" 1) pages/s ($(f "$A" 2) µs/page, p99 $(f "$A" 3) ms)  B $(f "$B" 1) pages/s ($(f "$B" 2) µs/page, p99 $(f "$B" 3) ms)  B/A $r"
 done
 python3 -c "import statistics,sys; r=sorted(map(float,sys.argv[1:])); print(f'$MODE C=$C: median B/A {statistics.median(r):.3f} (range {r[0]:.3f}-{r[-1]:.3f}, {len(r)} pairs)')" "${RATIOS[@]}"
+python3 -c "import statistics,sys; n=len(sys.argv)//2; a=list(map(float,sys.argv[1:n+1])); b=list(map(float,sys.argv[n+1:])); print(f'median p99: A {statistics.median(a):.2f} ms, B {statistics.median(b):.2f} ms')" "${P99A[@]}" "${P99B[@]}"
