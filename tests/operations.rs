@@ -827,3 +827,121 @@ async fn guest_threads_take_calls_only_while_enough_clients_are_connected() {
     reads(5).await;
     assert_eq!(handed_over().await, settled);
 }
+
+/// The CPUs in a `Cpus_allowed_list` line of /proc (`0-1,4`).
+fn cpu_list(list: &str) -> Vec<usize> {
+    list.trim()
+        .split(',')
+        .flat_map(|r| match r.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![r.parse().unwrap()],
+        })
+        .collect()
+}
+
+/// Every thread of `pid`: its name and the CPUs it may run on.
+fn thread_masks(pid: u32) -> Vec<(String, Vec<usize>)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| {
+            let t = t.ok()?.path();
+            let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+            let status = std::fs::read_to_string(t.join("status")).ok()?;
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+            Some((comm.trim().to_owned(), cpu_list(list)))
+        })
+        .collect()
+}
+
+fn own_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    cpu_list(
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap(),
+    )
+}
+
+/// The worker count in the server's "worker threads ..." line.
+fn logged_workers(s: &Server) -> (usize, String) {
+    let line = s
+        .wait_for_log(&["worker threads"], Duration::from_secs(10))
+        .expect("no worker threads line");
+    let n = line
+        .split("workers=")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no worker count in {line}"));
+    (n, line)
+}
+
+/// `[workers] pin`: each worker on a CPU of its own, and the threads the
+/// runtime starts afterwards (the idle trimmer's blocking thread, started by
+/// a pinned worker) back on all of them, not on their creator's one.
+#[tokio::test]
+async fn pinned_workers_take_one_cpu_each_and_later_threads_take_them_all() {
+    let cpus = own_cpus();
+    assert!(cpus.len() >= 2, "the test needs two CPUs: {cpus:?}");
+    let s = server()
+        .config("[workers]\npin = \"always\"\n[runtime]\nidle_trim_s = 3\n")
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start();
+    let (workers, line) = logged_workers(&s);
+    assert!(line.contains("pinned, one per CPU"), "{line}");
+    let alice = s.token(Some("alice"), "catalog:read");
+    traverse(&s.url, &alice).await;
+    // The trimmer spawns a blocking task every second from here.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let masks = thread_masks(s.pid());
+    let pinned: Vec<usize> = masks
+        .iter()
+        .filter(|(name, m)| name == "tokio-rt-worker" && m.len() == 1)
+        .map(|(_, m)| m[0])
+        .collect();
+    assert_eq!(pinned.len(), workers, "{masks:?}");
+    let mut distinct = pinned.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), workers.min(cpus.len()), "{masks:?}");
+    let blocking = masks
+        .iter()
+        .filter(|(name, m)| name == "tokio-rt-worker" && m.len() > 1)
+        .count();
+    assert!(blocking >= 1, "no blocking thread started: {masks:?}");
+    for (name, m) in &masks {
+        assert!(
+            m.len() == 1 && name == "tokio-rt-worker" || *m == cpus,
+            "{name}: {m:?} of {cpus:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn never_pinned_workers_and_auto_pins_only_on_one_cpu_per_worker() {
+    let cpus = own_cpus();
+    let s = server()
+        .config("[workers]\npin = \"never\"\n")
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start();
+    let (_, line) = logged_workers(&s);
+    assert!(line.contains("not pinned"), "{line}");
+    let alice = s.token(Some("alice"), "catalog:read");
+    traverse(&s.url, &alice).await;
+    for (name, m) in thread_masks(s.pid()) {
+        assert_eq!(m, cpus, "{name}");
+    }
+    // The default, "auto": pinned exactly when the counts match.
+    let s = server()
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start();
+    let (workers, line) = logged_workers(&s);
+    assert_eq!(
+        line.contains("pinned, one per CPU"),
+        workers == cpus.len(),
+        "{workers} workers on {cpus:?}: {line}"
+    );
+}

@@ -287,6 +287,9 @@ pub struct Config {
     pub budget: BudgetConfig,
     #[serde(default)]
     pub runtime: RuntimeConfig,
+    /// `[workers] pin`: one CPU per worker thread (`auto`, `always`, `never`).
+    #[serde(default)]
+    pub workers: crate::workers::WorkersConfig,
     #[serde(default)]
     pub list_pagination: ListPagination,
     /// The seed's `maxApplicationResultBytes`: a bound on every serialized result.

@@ -54,3 +54,4 @@ pub mod server;
 pub mod state;
 pub mod telemetry;
 pub mod uri_template;
+pub mod workers;

@@ -140,10 +140,13 @@ fn main() -> ExitCode {
         emseepea::runtime::compile::compile_in_child_processes(exe);
     }
     let flag = cli.log_format;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder
         .enable_all()
-        .build()
-        .expect("tokio runtime");
+        // Where the workers run: see `workers` (the plan is made by `serve`).
+        .on_thread_park(emseepea::workers::on_worker_park)
+        .on_thread_start(emseepea::workers::on_thread_start);
+    let runtime = builder.build().expect("tokio runtime");
     let result: anyhow::Result<Outcome> = runtime.block_on(async move {
         match cli.command {
             Command::Serve { config, listen } => {

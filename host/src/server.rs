@@ -188,6 +188,11 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr()?;
     let app = Arc::new(build_app(loaded, bound).await?);
+    // After loading: compiling uses `block_in_place`, which hands a worker's
+    // core to a new thread, and a plan made before would pin the old one.
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    let placement = crate::workers::place(app.config.workers.pin, workers);
+    tracing::info!(workers, "worker threads {placement}");
     let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
     println!(
         "emseepea listening on http://{bound}{}",
