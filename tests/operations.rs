@@ -865,6 +865,14 @@ fn own_cpus() -> Vec<usize> {
     )
 }
 
+/// A 20-item catalog with `config`, started.
+fn catalog_server(config: &str) -> Server {
+    server()
+        .config(config)
+        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+        .start()
+}
+
 /// The worker count in the server's "worker threads ..." line.
 fn logged_workers(s: &Server) -> (usize, String) {
     let line = s
@@ -886,10 +894,7 @@ fn logged_workers(s: &Server) -> (usize, String) {
 async fn pinned_workers_take_one_cpu_each_and_later_threads_take_them_all() {
     let cpus = own_cpus();
     assert!(cpus.len() >= 2, "the test needs two CPUs: {cpus:?}");
-    let s = server()
-        .config("[workers]\npin = \"always\"\n[runtime]\nidle_trim_s = 3\n")
-        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
-        .start();
+    let s = catalog_server("[workers]\npin = \"always\"\n[runtime]\nidle_trim_s = 3\n");
     let (workers, line) = logged_workers(&s);
     assert!(line.contains("pinned, one per CPU"), "{line}");
     let alice = s.token(Some("alice"), "catalog:read");
@@ -923,10 +928,7 @@ async fn pinned_workers_take_one_cpu_each_and_later_threads_take_them_all() {
 #[tokio::test]
 async fn never_pinned_workers_and_auto_pins_only_on_one_cpu_per_worker() {
     let cpus = own_cpus();
-    let s = server()
-        .config("[workers]\npin = \"never\"\n")
-        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
-        .start();
+    let s = catalog_server("[workers]\npin = \"never\"\n");
     let (_, line) = logged_workers(&s);
     assert!(line.contains("not pinned"), "{line}");
     let alice = s.token(Some("alice"), "catalog:read");
@@ -935,9 +937,7 @@ async fn never_pinned_workers_and_auto_pins_only_on_one_cpu_per_worker() {
         assert_eq!(m, cpus, "{name}");
     }
     // The default, "auto": pinned exactly when the counts match.
-    let s = server()
-        .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
-        .start();
+    let s = catalog_server("");
     let (workers, line) = logged_workers(&s);
     assert_eq!(
         line.contains("pinned, one per CPU"),

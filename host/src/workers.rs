@@ -8,7 +8,7 @@
 //! sibling only when a poll of the driver returns more than one task, which
 //! a worker taking turns with its peer rarely sees. With one worker on
 //! each CPU they cannot pile onto one; tokio's work stealing still moves
-//! tasks between them. On the 2-core benchmark VM this served 1.05–1.12× the
+//! tasks between them. On the 2-core benchmark VM this served 1.01–1.11× the
 //! pages at 16 and 64 clients and cut their p99 (BENCHMARKS.md, tenth round).
 //!
 //! Only workers park (the blocking pool's threads never do), so the
@@ -52,7 +52,8 @@ pub struct WorkersConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
     /// Worker N (in the order the workers first park after the plan is
-    /// made) runs only on `cpus[N % cpus.len()]`.
+    /// made) runs only on `cpus[N % cpus.len()]`; every other thread the
+    /// runtime starts, on all of `cpus` (the process's mask).
     Pinned { cpus: Vec<usize> },
     /// The kernel places the workers.
     Unpinned { reason: Unpinned },
@@ -96,7 +97,7 @@ pub fn decide(policy: PinWorkers, workers: usize, allowed: &[usize]) -> Placemen
         PinWorkers::Never => Placement::Unpinned {
             reason: Unpinned::Configured,
         },
-        _ if allowed.is_empty() || workers == 0 => Placement::Unpinned {
+        _ if allowed.is_empty() => Placement::Unpinned {
             reason: Unpinned::NoAffinity,
         },
         PinWorkers::Auto if workers != allowed.len() => Placement::Unpinned {
@@ -111,10 +112,8 @@ pub fn decide(policy: PinWorkers, workers: usize, allowed: &[usize]) -> Placemen
     }
 }
 
-/// The CPUs each worker takes, once decided; unset until then.
+/// `Placement::Pinned`'s CPUs, once decided; unset until then.
 static PLAN: OnceLock<Vec<usize>> = OnceLock::new();
-/// The process's mask when the plan was made: every other thread's.
-static ALLOWED: OnceLock<Vec<usize>> = OnceLock::new();
 /// The next worker's index into `PLAN`.
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -125,10 +124,8 @@ thread_local! {
 /// Decide for this process's runtime (`workers` threads) and let each worker
 /// pin itself at its next park. Call once, after the config is loaded.
 pub fn place(policy: PinWorkers, workers: usize) -> Placement {
-    let allowed = affinity::allowed();
-    let placement = decide(policy, workers, &allowed);
+    let placement = decide(policy, workers, &affinity::allowed());
     if let Placement::Pinned { cpus } = &placement {
-        let _ = ALLOWED.set(allowed);
         let _ = PLAN.set(cpus.clone());
     }
     placement
@@ -138,7 +135,7 @@ pub fn place(policy: PinWorkers, workers: usize) -> Placement {
 /// thread (created by one of them) runs on every allowed CPU, not on its
 /// creator's one.
 pub fn on_thread_start() {
-    if let Some(allowed) = ALLOWED.get()
+    if let Some(allowed) = PLAN.get()
         && let Err(e) = affinity::set_current_thread(allowed)
     {
         tracing::warn!(error = %e, "could not unpin a new runtime thread");
