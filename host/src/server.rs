@@ -5,7 +5,7 @@ use crate::admin::{self, Health, Phase};
 use crate::auth::{Auth, Credentials};
 use crate::config::{AuthMode, Config};
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
-use crate::listener::{AcceptFailures, ConnectionLimits, RateLimitedLog};
+use crate::listener::{AcceptFailures, ConnectionLimits, RateLimitedLog, repoll_self_wakes};
 use crate::mcp::model::template_listing;
 use crate::mcp::session::{SessionLimits, Sessions};
 use crate::mcp::{App, pipeline};
@@ -253,12 +253,14 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                     .header_read_timeout(Duration::from_secs(30))
                     .serve_connection(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn);
-                tokio::spawn(async move {
+                // Its own wakes (hyper's body hand-over) polled here, not
+                // handed to another worker (`listener::self_wakes`).
+                tokio::spawn(repoll_self_wakes(async move {
                     let _guard = guard;
                     if let Err(e) = conn.await {
                         tracing::debug!("connection ended: {e}");
                     }
-                });
+                }));
             }
             _ = &mut shutdown => break,
         }

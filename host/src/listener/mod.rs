@@ -4,6 +4,8 @@
 
 mod accept;
 mod limits;
+mod self_wakes;
 
 pub use accept::{AcceptFailures, RateLimitedLog};
 pub use limits::{ConnectionGuard, ConnectionLimits, Refused};
+pub use self_wakes::{MAX_POLLS_IN_PLACE, repoll_self_wakes};

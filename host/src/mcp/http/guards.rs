@@ -127,7 +127,7 @@ fn is_loopback_authority(authority: &str) -> bool {
         };
     } else {
         match authority.split_once(':') {
-            Some((h, port)) if valid_port(&format!(":{port}")) => h,
+            Some((h, port)) if valid_port_digits(port) => h,
             Some(_) => return false,
             None => authority,
         }
@@ -135,11 +135,16 @@ fn is_loopback_authority(authority: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1"
 }
 
+/// Empty, or `:` and a port's digits.
 fn valid_port(p: &str) -> bool {
     match p.strip_prefix(':') {
         None => p.is_empty(),
-        Some(d) => !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()),
+        Some(d) => valid_port_digits(d),
     }
+}
+
+fn valid_port_digits(d: &str) -> bool {
+    !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The HTTP methods the endpoint serves.
