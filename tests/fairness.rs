@@ -527,18 +527,7 @@ async fn list_from(s: &Server, from: IpAddr, token: &str) -> Result<u16, reqwest
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap();
-    let body =
-        json!({"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta": modern_meta()}});
-    let r = client
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", "resources/list")
-        .header("authorization", format!("Bearer {token}"))
-        .body(serde_json::to_vec(&body).unwrap())
-        .send()
-        .await?;
+    let r = modern_list(&client, &s.url, token).send().await?;
     Ok(r.status().as_u16())
 }
 

@@ -977,22 +977,7 @@ async fn a_lone_clients_requests_do_not_wake_the_other_worker() {
     assert!(workers >= 2, "the test needs two workers");
     let alice = s.token(Some("alice"), "catalog:read");
     let client = http();
-    let body = serde_json::to_vec(&json!({
-        "jsonrpc": "2.0", "id": 1, "method": "resources/list",
-        "params": { "_meta": modern_meta() },
-    }))
-    .unwrap();
-    let list = || {
-        client
-            .post(&s.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", MODERN)
-            .header("mcp-method", "resources/list")
-            .header("authorization", format!("Bearer {alice}"))
-            .body(body.clone())
-            .send()
-    };
+    let list = || modern_list(&client, &s.url, &alice).send();
     // The connection, the standby, the caches: then count.
     for _ in 0..20 {
         assert_eq!(list().await.unwrap().status(), 200);

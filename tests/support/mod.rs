@@ -519,6 +519,24 @@ pub async fn modern(
     post(url, &headers, serde_json::to_vec(&body).unwrap()).await
 }
 
+/// A 2026-07-28 `resources/list` without a cursor, with `token`, on
+/// `client` (for a test that needs its own connection pool or local
+/// address), not yet sent.
+pub fn modern_list(client: &reqwest::Client, url: &str, token: &str) -> reqwest::RequestBuilder {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "resources/list",
+        "params": { "_meta": modern_meta() },
+    });
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "resources/list")
+        .header("authorization", format!("Bearer {token}"))
+        .body(serde_json::to_vec(&body).unwrap())
+}
+
 /// The seed-004 loop over 2026-07-28: list without a cursor, then with each
 /// `nextCursor` until there is none. Returns the URIs and the page count;
 /// every page is checked against the schema.
