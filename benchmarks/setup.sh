@@ -32,4 +32,10 @@ TOML
 # the fifth and sixth rounds).
 sed 's/^\[runtime\]$/[runtime]\nguest_threads = 0/' target/ems/ems.toml > target/ems/ems-inline.toml
 sed 's/^\[runtime\]$/[runtime]\nguest_threads = 1/' target/ems/ems.toml > target/ems/ems-gt.toml
+# The same catalog in its `books` layout: the peers' own page bytes
+# (`books://catalog/book-00001`, shorter than the catalog's URIs).
+mkdir -p target/ems/sources-books
+cp target/guests/catalog.wasm target/ems/sources-books/
+printf '[config]\nitems = "10000"\nlayout = "books"\n' > target/ems/sources-books/catalog.toml
+sed 's#^sources_dir = .*#sources_dir = "sources-books"#' target/ems/ems.toml > target/ems/ems-books.toml
 echo "ready: benchmarks/peers.sh, benchmarks/ab.sh, benchmarks/demo-rss.sh"

@@ -522,3 +522,59 @@ async fn the_readme_example_guest_works() {
     .json();
     assert_eq!(nf["error"]["code"], -32602);
 }
+
+/// The catalog's `books` layout serves the side-by-side benchmark's pages
+/// (../shared/peers: `books://catalog/book-00001` named `book-00001`,
+/// `text/plain`) byte for byte, so emseepea is measured on the peers' own
+/// bodies; and its items read back.
+#[tokio::test]
+async fn the_catalogs_books_layout_serves_the_peers_pages() {
+    let s = server()
+        .source(
+            "catalog",
+            "catalog",
+            "[config]\nitems = \"120\"\nlayout = \"books\"\n",
+        )
+        .start();
+    let token = s.token(Some("alice"), "catalog:read");
+    let a = list(&s, &token, None).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let peers_page: Vec<Value> = (1..=50)
+        .map(|i| {
+            let name = format!("book-{i:05}");
+            json!({ "uri": format!("books://catalog/{name}"), "name": name, "mimeType": "text/plain" })
+        })
+        .collect();
+    let resources = &a.json()["result"]["resources"];
+    assert_eq!(
+        serde_json::to_string(resources).unwrap(),
+        serde_json::to_string(&peers_page).unwrap()
+    );
+    let (uris, pages) = traverse(&s.url, &token).await;
+    assert_eq!(pages, 3);
+    assert_eq!(uris.len(), 120);
+    assert_eq!(uris.last().unwrap(), "books://catalog/book-00120");
+    let read = modern(
+        &s.url,
+        Some(&token),
+        json!(2),
+        "resources/read",
+        json!({ "uri": "books://catalog/book-00007" }),
+    )
+    .await;
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!(
+        read.json()["result"]["contents"][0]["text"],
+        "Item 7 of the catalog catalog.\n"
+    );
+    // The key is five digits: a ten-digit one is not a book.
+    let missing = modern(
+        &s.url,
+        Some(&token),
+        json!(3),
+        "resources/read",
+        json!({ "uri": "books://catalog/book-0000000007" }),
+    )
+    .await;
+    assert!(missing.json()["error"].is_object(), "{}", missing.text());
+}

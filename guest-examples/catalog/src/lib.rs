@@ -3,6 +3,10 @@
 //! - `name`: source name and URI authority (default `catalog`)
 //! - `items`: how many items exist (default 1000)
 //! - `scope`: the scope a caller needs (default `catalog:read`)
+//! - `layout`: `items` (default): `catalog://{name}/items/0000000042` named
+//!   `Item 42`; or `books`: `books://{name}/book-00042` named `book-00042`,
+//!   byte for byte the pages of the side-by-side benchmark's peer servers
+//!   (at most 99,999 items)
 //!
 //! Keys are the zero-padded item number, so string order is numeric order,
 //! and `list` computes only the requested slice: item `n` is a pure function
@@ -31,30 +35,86 @@ use emseepea::inventory::types::{
 };
 use exports::emseepea::inventory::{inventory, template};
 
-/// Width of the zero-padded key: enough for 10^10 - 1 items.
-const KEY_WIDTH: usize = 10;
+/// Room for the widest zero-padded key: 10^10 - 1 items.
+const MAX_KEY_WIDTH: usize = 10;
 
 struct Catalog;
+
+/// How the items' URIs, keys and names look (config `layout`).
+#[derive(Clone, Copy)]
+enum Layout {
+    /// `catalog://{name}/items/0000000042`, `Item 42`.
+    Items,
+    /// `books://{name}/book-00042`, `book-00042`: the peers' pages.
+    Books,
+}
+
+impl Layout {
+    fn get() -> Self {
+        match config::get("layout").as_deref() {
+            Some("books") => Layout::Books,
+            _ => Layout::Items,
+        }
+    }
+
+    /// Digits of a key.
+    fn width(self) -> usize {
+        match self {
+            Layout::Items => MAX_KEY_WIDTH,
+            Layout::Books => 5,
+        }
+    }
+
+    /// What precedes the key in an item's URI.
+    fn uri_prefix(self, name: &str) -> String {
+        match self {
+            Layout::Items => ["catalog://", name, "/items/"].concat(),
+            Layout::Books => ["books://", name, "/book-"].concat(),
+        }
+    }
+
+    /// Item `n`'s name, given its key.
+    fn item_name(self, n: u64, key: &str) -> String {
+        let mut title = String::with_capacity(16);
+        match self {
+            Layout::Items => {
+                title.push_str("Item ");
+                decimal(n, &mut title);
+            }
+            Layout::Books => {
+                title.push_str("book-");
+                title.push_str(key);
+            }
+        }
+        title
+    }
+
+    /// How many items the layout's keys can number.
+    fn max_items(self) -> u64 {
+        10u64.pow(self.width() as u32) - 1
+    }
+}
 
 fn name() -> String {
     config::get("name").unwrap_or_else(|| "catalog".into())
 }
 
-fn items() -> u64 {
+fn items(layout: Layout) -> u64 {
     config::get("items")
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000)
+        .min(layout.max_items())
 }
 
 /// The zero-padded key, without core::fmt (this runs 50 times per page).
-fn key_of(n: u64) -> String {
-    let mut digits = [b'0'; KEY_WIDTH];
+fn key_of(n: u64, width: usize) -> String {
+    let mut digits = [b'0'; MAX_KEY_WIDTH];
     let mut v = n;
     for d in digits.iter_mut().rev() {
         *d = b'0' + (v % 10) as u8;
         v /= 10;
     }
-    String::from_utf8(digits.to_vec()).expect("ASCII digits")
+    String::from_utf8(digits[MAX_KEY_WIDTH - width..].to_vec()).expect("ASCII digits")
 }
 
 /// `n` in decimal, appended to `out`.
@@ -76,10 +136,11 @@ fn decimal(n: u64, out: &mut String) {
 impl template::Guest for Catalog {
     fn describe() -> Template {
         let name = name();
+        let layout = Layout::get();
         Template {
-            uri_template: format!("catalog://{name}/items/{{id}}"),
+            uri_template: [&layout.uri_prefix(&name), "{id}"].concat(),
             title: Some(format!("Catalog {name}")),
-            description: Some(format!("A deterministic catalog of {} items", items())),
+            description: Some(format!("A deterministic catalog of {} items", items(layout))),
             mime_type: Some("text/plain".into()),
             access: Access::Protected,
             required_scopes: vec![config::get("scope").unwrap_or_else(|| "catalog:read".into())],
@@ -89,13 +150,14 @@ impl template::Guest for Catalog {
     }
 
     fn read(uri: String, _context: CallContext) -> Result<Vec<ResourceContents>, SourceError> {
-        let prefix = format!("catalog://{}/items/", name());
+        let layout = Layout::get();
+        let prefix = layout.uri_prefix(&name());
         let n: u64 = uri
             .strip_prefix(&prefix)
-            .filter(|id| id.len() == KEY_WIDTH && id.bytes().all(|b| b.is_ascii_digit()))
+            .filter(|id| id.len() == layout.width() && id.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|id| id.parse().ok())
             .ok_or(SourceError::NotFound)?;
-        if n == 0 || n > items() {
+        if n == 0 || n > items(layout) {
             return Err(SourceError::NotFound);
         }
         Ok(vec![ResourceContents {
@@ -112,7 +174,8 @@ impl inventory::Guest for Catalog {
         limit: u32,
         _context: CallContext,
     ) -> Result<InventoryPage, SourceError> {
-        let total = items();
+        let layout = Layout::get();
+        let total = items(layout);
         let first = match after {
             None => 1,
             Some(key) => {
@@ -122,20 +185,17 @@ impl inventory::Guest for Catalog {
             }
         };
         let end = first.saturating_add(u64::from(limit)).min(total + 1);
-        let prefix = ["catalog://", &name(), "/items/"].concat();
+        let prefix = layout.uri_prefix(&name());
         let mut entries = Vec::with_capacity(end.saturating_sub(first) as usize);
         for n in first..end {
-            let key = key_of(n);
-            let mut uri = String::with_capacity(prefix.len() + KEY_WIDTH);
+            let key = key_of(n, layout.width());
+            let mut uri = String::with_capacity(prefix.len() + key.len());
             uri.push_str(&prefix);
             uri.push_str(&key);
-            let mut title = String::with_capacity(16);
-            title.push_str("Item ");
-            decimal(n, &mut title);
             entries.push(InventoryEntry {
                 resource: ResourceMetadata {
                     uri,
-                    name: title,
+                    name: layout.item_name(n, &key),
                     // The template's `text/plain` applies (see the WIT).
                     mime_type: None,
                 },
