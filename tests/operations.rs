@@ -175,7 +175,7 @@ async fn metrics_count_known_traffic_exactly() {
 fn readyz_is_503_while_draining() {
     let s = server()
         .config(ADMIN)
-        .hostile("slow", "sleep", "[budget]\nmax_duration_ms = 1500")
+        .hostile("slow", "sleep", "[budget]\nmax_duration_ms = 3000")
         .start();
     let admin = admin_url(&s);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -199,7 +199,17 @@ fn readyz_is_503_while_draining() {
         )
         .await
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // In flight before the signal: on a loaded machine a fixed sleep may
+    // not be long enough for the request to arrive.
+    let start = Instant::now();
+    while series(
+        &rt.block_on(get(&format!("{admin}/metrics"))).1,
+        "emseepea_http_requests_in_flight",
+    ) < 1.0
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never in flight");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &s.pid().to_string()])
         .status();
