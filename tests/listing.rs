@@ -554,27 +554,17 @@ async fn the_catalogs_books_layout_serves_the_peers_pages() {
     assert_eq!(pages, 3);
     assert_eq!(uris.len(), 120);
     assert_eq!(uris.last().unwrap(), "books://catalog/book-00120");
-    let read = modern(
-        &s.url,
-        Some(&token),
-        json!(2),
-        "resources/read",
-        json!({ "uri": "books://catalog/book-00007" }),
-    )
-    .await;
-    assert_eq!(read.status, 200, "{}", read.text());
+    let read = |uri: &str| {
+        let params = json!({ "uri": uri });
+        modern(&s.url, Some(&token), json!(2), "resources/read", params)
+    };
+    let book = read("books://catalog/book-00007").await;
+    assert_eq!(book.status, 200, "{}", book.text());
     assert_eq!(
-        read.json()["result"]["contents"][0]["text"],
+        book.json()["result"]["contents"][0]["text"],
         "Item 7 of the catalog catalog.\n"
     );
     // The key is five digits: a ten-digit one is not a book.
-    let missing = modern(
-        &s.url,
-        Some(&token),
-        json!(3),
-        "resources/read",
-        json!({ "uri": "books://catalog/book-0000000007" }),
-    )
-    .await;
+    let missing = read("books://catalog/book-0000000007").await;
     assert!(missing.json()["error"].is_object(), "{}", missing.text());
 }
