@@ -7,7 +7,8 @@
 
 use super::Principal;
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, VecDeque};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 pub struct TokenCache {

@@ -192,6 +192,9 @@ struct EntryJson<'a> {
     uri: &'a str,
     name: &'a str,
     mime_type: Option<&'a str>,
+    /// Neither `uri` nor `name` needs escaping (known from one pass over
+    /// the whole guest page, `needs_json_escape`): both are copied as is.
+    plain: bool,
 }
 
 impl EntryJson<'_> {
@@ -199,10 +202,17 @@ impl EntryJson<'_> {
     /// struct (a property test holds them equal), without its per-byte
     /// escaping pass over strings that need none (most of them).
     fn write(&self, out: &mut Vec<u8>) {
+        let string = |out: &mut Vec<u8>, s: &str| {
+            if self.plain {
+                write_plain_json_str(out, s)
+            } else {
+                write_json_str(out, s)
+            }
+        };
         out.extend_from_slice(b"{\"uri\":");
-        write_json_str(out, self.uri);
+        string(out, self.uri);
         out.extend_from_slice(b",\"name\":");
-        write_json_str(out, self.name);
+        string(out, self.name);
         if let Some(mime_type) = self.mime_type {
             out.extend_from_slice(b",\"mimeType\":");
             write_json_str(out, mime_type);
@@ -214,18 +224,27 @@ impl EntryJson<'_> {
 /// A JSON string: copied when nothing in it needs escaping (JSON escapes
 /// only `"`, `\\` and controls below 0x20), else serde_json's escaping.
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    // No early exit, so that the check compiles to a vectorized pass.
-    let plain = !s.bytes().fold(false, |esc, b| {
-        esc | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if plain {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
+    if needs_json_escape(s.as_bytes()) {
         serde_json::to_writer(out, s).expect("a string serializes");
+    } else {
+        write_plain_json_str(out, s);
     }
+}
+
+/// `s` in quotes; only for a string with nothing to escape.
+fn write_plain_json_str(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+}
+
+/// Whether any byte must be escaped in a JSON string.
+fn needs_json_escape(bytes: &[u8]) -> bool {
+    // No early exit, so that the check compiles to a vectorized pass.
+    bytes
+        .iter()
+        .fold(false, |esc, &b| esc | (b < 0x20) | (b == b'"') | (b == b'\\'))
 }
 
 /// `,"nextCursor":""` around the cursor itself.
@@ -452,6 +471,7 @@ impl<S: InventorySource> Pager<S> {
                     // the source: the position after it is built once, below,
                     // not for every entry.
                     let mut last_added: Option<(&str, bool)> = None;
+                    let plain = !needs_json_escape(guest_page.text().as_bytes());
                     for (k, entry) in guest_page.entries().enumerate() {
                         let last_of_source = k + 1 == count && !guest_page.has_more;
                         let cost = if last_of_source {
@@ -466,6 +486,7 @@ impl<S: InventorySource> Pager<S> {
                                 // "Set only if every matching resource has this
                                 // type": an entry without its own has the template's.
                                 mime_type: entry.mime_type.or(source.mime_type()),
+                                plain,
                             }
                             .write(out)
                         });
@@ -720,7 +741,10 @@ mod tests {
             mime_type in proptest::option::of(any::<String>()),
         ) {
             let mut ours = Vec::new();
-            EntryJson { uri: &uri, name: &name, mime_type: mime_type.as_deref() }.write(&mut ours);
+            // As the pager decides it: from one check over all the strings.
+            let plain = !needs_json_escape([uri.as_str(), &name].concat().as_bytes());
+            EntryJson { uri: &uri, name: &name, mime_type: mime_type.as_deref(), plain }
+                .write(&mut ours);
             let theirs = serde_json::to_vec(&SerdeEntry {
                 uri: &uri,
                 name: &name,
@@ -911,6 +935,30 @@ mod tests {
             .expect("the cursor points at the last entry emitted");
         let err = page_of(&pager, &alice(), Some(&next)).await.unwrap_err();
         assert!(matches!(err, ListError::EntryTooLarge { .. }), "{err}");
+    }
+
+    /// The pager copies a page's strings unescaped only when none of them
+    /// needs escaping: one name with a quote, a backslash and a newline
+    /// among plain ones, and every entry is still the JSON of its name.
+    #[tokio::test]
+    async fn one_string_that_needs_escaping_is_escaped_among_plain_ones() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let names = ["plain", "say \"hi\"\\ \n bye", "also plain"];
+        let records = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("k{i}"), i.to_string(), n.to_string()))
+            .collect();
+        let pager = pager_of(vec![source("src0", "a", records, &calls)], 10, 100_000);
+        let page = page_of(&pager, &alice(), None).await.unwrap();
+        let listed: Vec<String> = page
+            .entries()
+            .map(|e| {
+                let v: serde_json::Value = serde_json::from_str(e).expect("valid JSON");
+                v["name"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(listed, names);
     }
 
     #[tokio::test]

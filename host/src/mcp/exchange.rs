@@ -21,7 +21,8 @@ use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use prometheus_client::metrics::counter::Counter;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -221,15 +222,29 @@ pub async fn run(
     .await;
     let label = outcome.as_ref().map_or_else(McpError::kind, |_| "ok");
     spans::outcome(&span, label);
-    metrics()
-        .mcp_requests
-        .get_or_create(&McpLabels {
-            method: method.metric_name(),
-            version: ctx.version.as_str(),
-            outcome: label,
-        })
-        .inc();
+    count_request(method, ctx.version, label);
     outcome
+}
+
+/// One answered request in `mcp_requests`. The `ok` series are looked up
+/// once per method and version: a lookup by labels hashes them and takes
+/// the family's lock, which every worker shares.
+fn count_request(method: Method, version: Version, outcome: &'static str) {
+    static OK: [[OnceLock<Counter>; Version::ALL.len()]; Method::COUNT] =
+        [const { [const { OnceLock::new() }; Version::ALL.len()] }; Method::COUNT];
+    let labels = || McpLabels {
+        method: method.metric_name(),
+        version: version.as_str(),
+        outcome,
+    };
+    let family = &metrics().mcp_requests;
+    if outcome == "ok" {
+        OK[method as usize][version as usize]
+            .get_or_init(|| family.get_or_create(&labels()).clone())
+            .inc();
+    } else {
+        family.get_or_create(&labels()).inc();
+    }
 }
 
 /// The HTTP answer to one request; its cache headers come from the method's

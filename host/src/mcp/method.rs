@@ -87,7 +87,7 @@ const fn policy(name: &'static str, available: Availability, cache: CacheRule) -
 use Availability::*;
 
 /// THE table.
-static TABLE: [(Method, Policy); 8] = [
+static TABLE: [(Method, Policy); Method::COUNT] = [
     (
         Method::Initialize,
         Policy {
@@ -137,6 +137,9 @@ static TABLE: [(Method, Policy); 8] = [
 ];
 
 impl Method {
+    /// How many methods there are (`Unknown` included): `TABLE`'s length.
+    pub const COUNT: usize = 8;
+
     /// The method's wire name, or `unknown` (a bounded metric label).
     pub fn metric_name(self) -> &'static str {
         match self {

@@ -28,7 +28,8 @@ use crate::telemetry::metrics::{InFlight, StatusLabels, metrics};
 use bytes::Bytes;
 use http::{Method as HttpMethod, Request, StatusCode, request::Parts};
 use hyper::body::Incoming as Body;
-use std::sync::Arc;
+use prometheus_client::metrics::counter::Counter;
+use std::sync::{Arc, OnceLock};
 
 const WELL_KNOWN_METADATA: &str = "/.well-known/oauth-protected-resource";
 
@@ -78,12 +79,21 @@ pub async fn handle(app: Arc<App>, req: Request<Body>) -> HttpResponse {
     cors::apply(&grant, &mut r);
     m.http_request_duration
         .observe(started.elapsed().as_secs_f64());
-    m.http_responses
-        .get_or_create(&StatusLabels {
-            status: r.status().as_u16(),
-        })
-        .inc();
+    count_response(r.status().as_u16());
     r
+}
+
+/// One response in `http_responses`; the `200` series is looked up once (a
+/// lookup by labels hashes them and takes the family's lock).
+fn count_response(status: u16) {
+    static OK: OnceLock<Counter> = OnceLock::new();
+    let family = &metrics().http_responses;
+    if status == 200 {
+        OK.get_or_init(|| family.get_or_create(&StatusLabels { status }).clone())
+            .inc();
+    } else {
+        family.get_or_create(&StatusLabels { status }).inc();
+    }
 }
 
 async fn serve(app: &App, req: Request<Body>, grant: &cors::Grant) -> Result<HttpResponse, Stop> {

@@ -14,7 +14,7 @@
 use super::jsonrpc::RequestId;
 use super::version::Version;
 use crate::auth::Principal;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

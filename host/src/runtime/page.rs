@@ -62,6 +62,12 @@ impl GuestPage {
         self.entries.is_empty()
     }
 
+    /// All of the page's strings (keys, URIs, names, MIME types),
+    /// concatenated: what a check that holds for every string can scan once.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     pub fn entries(&self) -> impl ExactSizeIterator<Item = EntryRef<'_>> + '_ {
         self.entries.iter().map(|e| EntryRef {
             key: &self.text[span(&e.key)],

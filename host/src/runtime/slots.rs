@@ -10,7 +10,7 @@
 //! Who a caller is stays opaque here: the layer above names it with a
 //! [`CallerKey`]; the runtime only counts per key.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;

@@ -11,7 +11,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use super::histogram::AtomicHistogram;
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -98,43 +99,43 @@ pub struct SourceLabels {
     pub source: String,
 }
 
-type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+type Histograms<L> = Family<L, AtomicHistogram, fn() -> AtomicHistogram>;
 
-fn seconds() -> Histogram {
+fn seconds() -> AtomicHistogram {
     // 100 µs .. ~52 s.
-    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+    AtomicHistogram::new(exponential_buckets(0.0001, 2.0, 20))
 }
-fn counts() -> Histogram {
+fn counts() -> AtomicHistogram {
     // 1 .. ~500k (entries, rows).
-    Histogram::new(exponential_buckets(1.0, 2.0, 20))
+    AtomicHistogram::new(exponential_buckets(1.0, 2.0, 20))
 }
-fn bytes() -> Histogram {
+fn bytes() -> AtomicHistogram {
     // 256 B .. 128 MiB.
-    Histogram::new(exponential_buckets(256.0, 2.0, 20))
+    AtomicHistogram::new(exponential_buckets(256.0, 2.0, 20))
 }
-fn fuel() -> Histogram {
+fn fuel() -> AtomicHistogram {
     // 1k .. ~1e12 units.
-    Histogram::new(exponential_buckets(1000.0, 4.0, 16))
+    AtomicHistogram::new(exponential_buckets(1000.0, 4.0, 16))
 }
 
 pub struct Metrics {
     registry: Registry,
     pub mcp_requests: Family<McpLabels, Counter>,
     pub http_responses: Family<StatusLabels, Counter>,
-    pub http_request_duration: Histogram,
+    pub http_request_duration: AtomicHistogram,
     pub http_in_flight: Gauge,
     pub sessions: Gauge,
     pub guest_calls: Family<CallLabels, Counter>,
     pub guest_call_duration: Histograms<ExportLabels>,
     pub guest_fuel: Histograms<ExportLabels>,
     pub guest_memory: Histograms<ExportLabels>,
-    pub slot_wait: Histogram,
+    pub slot_wait: AtomicHistogram,
     pub slots_in_use: Gauge,
     pub guest_calls_handed_over: Counter,
     pub guest_calls_from_standby: Counter,
     pub standby_instances: Gauge,
-    pub page_entries: Histogram,
-    pub page_bytes: Histogram,
+    pub page_entries: AtomicHistogram,
+    pub page_bytes: AtomicHistogram,
     pub pages_cut_by_bytes: Counter,
     pub cursor_rejections: Family<ReasonLabels, Counter>,
     pub auth_failures: Family<ReasonLabels, Counter>,
@@ -481,9 +482,9 @@ impl Metrics {
 #[derive(Clone, Debug)]
 pub struct ExportSeries {
     ok: Counter,
-    duration: Histogram,
-    fuel: Histogram,
-    memory: Histogram,
+    duration: AtomicHistogram,
+    fuel: AtomicHistogram,
+    memory: AtomicHistogram,
 }
 
 impl ExportSeries {

@@ -2,6 +2,7 @@
 //! log lines (`logs`) and OpenTelemetry traces (`traces`, `spans`).
 //! Telemetry observes every layer and changes none.
 
+mod histogram;
 pub mod logs;
 pub mod metrics;
 mod otlp_client;
