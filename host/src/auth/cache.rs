@@ -6,8 +6,8 @@
 //! entry. Bounded: expired entries go first, then the oldest.
 
 use super::Principal;
-use sha2::{Digest, Sha256};
 use foldhash::{HashMap, HashMapExt};
+use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 

@@ -242,9 +242,9 @@ fn write_plain_json_str(out: &mut Vec<u8>, s: &str) {
 /// Whether any byte must be escaped in a JSON string.
 fn needs_json_escape(bytes: &[u8]) -> bool {
     // No early exit, so that the check compiles to a vectorized pass.
-    bytes
-        .iter()
-        .fold(false, |esc, &b| esc | (b < 0x20) | (b == b'"') | (b == b'\\'))
+    bytes.iter().fold(false, |esc, &b| {
+        esc | (b < 0x20) | (b == b'"') | (b == b'\\')
+    })
 }
 
 /// `,"nextCursor":""` around the cursor itself.

@@ -188,7 +188,10 @@ mod tests {
         });
         let (sum, count, buckets) = h.snapshot();
         assert_eq!(count, 60_000);
-        assert_eq!(buckets, vec![(1.0, 40_000), (2.0, 20_000), (f64::INFINITY, 0)]);
+        assert_eq!(
+            buckets,
+            vec![(1.0, 40_000), (2.0, 20_000), (f64::INFINITY, 0)]
+        );
         // Two threads each observed 0, 1 and 2.
         assert_eq!(sum, 20_000.0 + 2.0 * 20_000.0);
     }

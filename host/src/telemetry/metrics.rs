@@ -7,11 +7,11 @@
 //! names, method names, protocol versions and fixed reason names; never
 //! URIs, subjects, tokens or anything a client or guest chose.
 
+use super::histogram::AtomicHistogram;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use super::histogram::AtomicHistogram;
 use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 use std::sync::LazyLock;
