@@ -86,6 +86,9 @@ const fn policy(name: &'static str, available: Availability, cache: CacheRule) -
 
 use Availability::*;
 
+// `Unknown` is the last variant, so `COUNT` bounds every `method as usize`.
+const _: () = assert!(Method::Unknown as usize + 1 == Method::COUNT);
+
 /// THE table.
 static TABLE: [(Method, Policy); Method::COUNT] = [
     (
@@ -137,7 +140,8 @@ static TABLE: [(Method, Policy); Method::COUNT] = [
 ];
 
 impl Method {
-    /// How many methods there are (`Unknown` included): `TABLE`'s length.
+    /// How many methods there are (`Unknown` included): `TABLE`'s length,
+    /// and one past the largest `method as usize` (tables indexed by it).
     pub const COUNT: usize = 8;
 
     /// The method's wire name, or `unknown` (a bounded metric label).
