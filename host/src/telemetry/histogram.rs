@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Shards per histogram; threads beyond it share (correctly, just slower).
 const SHARDS: usize = 4;
 /// Most finite bounds a histogram may have (the metrics here use <= 20).
-pub const MAX_BOUNDS: usize = 23;
+const MAX_BOUNDS: usize = 23;
 
 #[derive(Clone, Debug)]
 pub struct AtomicHistogram(Arc<Inner>);
@@ -71,7 +71,8 @@ impl AtomicHistogram {
             .unwrap_or(inner.bounds.len());
         let shard = &inner.shards[shard_of_this_thread()];
         shard.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        // Uncontended (the shard is this thread's), so this loops once.
+        // The shard is this thread's (or shared with few), so this
+        // compare-and-swap almost never retries.
         let _ = shard
             .sum
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
@@ -154,7 +155,7 @@ mod tests {
         }
         let a = text(|r| r.register("t", "h", ours.clone()));
         let b = text(|r| r.register("t", "h", theirs.clone()));
-        // NaN poisons both sums alike; compare the buckets and count exactly.
+        // Everything, the NaN sum and the `+Inf` bucket included.
         assert_eq!(a, b);
         assert!(a.contains("t_count 9"), "{a}");
         assert!(a.contains("t_bucket{le=\"0.0001\"} 3"), "{a}");
