@@ -10,6 +10,7 @@ mod support;
 
 use serde_json::json;
 use std::time::{Duration, Instant};
+use support::swap;
 use support::*;
 
 const FROM_STANDBY: &str = "emseepea_guest_calls_from_standby_total";
@@ -83,6 +84,63 @@ async fn nothing_a_call_leaves_in_its_instance_reaches_the_next_call() {
     }
     // All but the first (no call before it made one) took a standby.
     assert_eq!(metric(&admin, FROM_STANDBY).await, 19.0);
+}
+
+/// Memory pressure does not undo the reset. While alice's call waits in a
+/// host call, with her secret on a page of its own, the kernel pages the
+/// whole server out to swap (as memory pressure would). A reset that only
+/// rewrote the pages still in memory (wasmtime before 50: `PAGEMAP_SCAN`
+/// for pages both written and present) would leave hers in the slot, and
+/// the next instance there would swap it back in for bob.
+#[tokio::test]
+async fn a_call_s_memory_paged_out_to_swap_is_reset_all_the_same() {
+    let _swap = swap::Swap::ensure();
+    let s = server()
+        .config(&format!(
+            "{ADMIN}[runtime]
+standby_instances = 0
+"
+        ))
+        .hostile(
+            "vault",
+            "vault",
+            "[budget]\nmax_duration_ms = 20000\n[config]\ndelay_ms = \"1500\"\n",
+        )
+        .start();
+    let alice = s.token(Some("alice"), "hostile:read");
+    let bob = s.token(Some("bob"), "hostile:read");
+    // Warm: the slot has held an instance before.
+    assert_eq!(
+        read_text(&s, &bob, "hostile://vault/warm").await,
+        "remembered nothing"
+    );
+    let pid = s.pid();
+    let url = s.url.clone();
+    let call = tokio::spawn(async move {
+        let a = modern(
+            &url,
+            Some(&alice),
+            json!("r"),
+            "resources/read",
+            json!({ "uri": "hostile://vault/alice-diary" }),
+        )
+        .await;
+        a.json()["result"]["contents"][0]["text"].clone()
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let before = swap::swapped_kib(pid);
+    let after = tokio::task::spawn_blocking(move || swap::page_out(pid))
+        .await
+        .unwrap();
+    assert!(
+        after > before + 1024,
+        "paging the server out moved only {before} -> {after} KiB to swap"
+    );
+    assert_eq!(call.await.unwrap(), "remembered nothing", "alice's call");
+    for i in 0..3 {
+        let text = read_text(&s, &bob, &format!("hostile://vault/bob-{i}")).await;
+        assert_eq!(text, "remembered nothing", "bob's call {i}");
+    }
 }
 
 /// The `deadline-ms` a guest is handed, and the deadline enforced, are the

@@ -16,7 +16,9 @@
 //!   entries, `limit` echoed in names so tests can see what was asked),
 //!   `remember` (read answers what an earlier call left in this instance's
 //!   memory, `remembered nothing` in a fresh one, then leaves its own URI
-//!   and caller there).
+//!   and caller there). `vault`: the same, but in a 4 KiB-aligned page of
+//!   its own that nothing else touches, and it then waits `delay_ms` in a
+//!   host call (the window in which a test pages the server out to swap).
 //! - Read results: `wide` (list: one entry whose URI is the template's
 //!   literal prefix plus `x`s up to `units` UTF-16 units, default 2,048, with
 //!   mimeType `mime`; read: that URI back with mimeType `mime`),
@@ -60,6 +62,13 @@ struct Hostile;
 
 /// What the last call in this instance left (mode `remember`).
 static LEFT_BEHIND: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// What the last call in this instance left (mode `vault`): a length byte
+/// and text, alone on its host page, so that once written nothing else the
+/// call does (its allocator, stack or return) touches that page again.
+#[repr(C, align(4096))]
+struct Vault([u8; 4096]);
+static mut VAULT: Vault = Vault([0; 4096]);
 
 fn cfg(key: &str, default: &str) -> String {
     config::get(key).unwrap_or_else(|| default.to_string())
@@ -200,6 +209,27 @@ impl template::Guest for Hostile {
                     .and_then(|p| p.subject.clone())
                     .unwrap_or_default();
                 *left = Some(format!("HOSTILE-SECRET {uri} of {caller}"));
+                format!("remembered {seen}")
+            }
+            "vault" => {
+                // SAFETY: a component instance runs one call on one thread.
+                let vault = unsafe { &mut *core::ptr::addr_of_mut!(VAULT.0) };
+                let len = vault[0] as usize;
+                let seen = match len {
+                    0 => "nothing".to_string(),
+                    n => String::from_utf8_lossy(&vault[1..1 + n]).into_owned(),
+                };
+                let caller = context
+                    .principal
+                    .as_ref()
+                    .and_then(|p| p.subject.clone())
+                    .unwrap_or_default();
+                let secret = format!("HOSTILE-SECRET {uri} of {caller}");
+                let n = secret.len().min(255);
+                vault[1..1 + n].copy_from_slice(&secret.as_bytes()[..n]);
+                vault[0] = n as u8;
+                let ms: u64 = cfg("delay_ms", "0").parse().unwrap_or(0);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
                 format!("remembered {seen}")
             }
             "wide" => {
