@@ -498,8 +498,11 @@ pub struct RuntimeConfig {
     /// Bytes of each linear memory kept resident (memset, not unmapped)
     /// between instances: faster reuse, more RSS.
     pub keep_resident_bytes: u64,
-    /// Use Linux's PAGEMAP_SCAN (kernel >= 6.7), where the kernel answers
-    /// it, to reset (and keep resident) only the pages a call dirtied.
+    /// Let wasmtime reset a slot through Linux's PAGEMAP_SCAN (kernel >=
+    /// 6.7). Off: since wasmtime 50 the scan asks for pages "written",
+    /// present or swapped out, and the kernel counts every page that is not
+    /// write-protected as written, so it finds the whole memory dirty: an
+    /// ioctl per memory per call that saves nothing (BENCHMARKS.md).
     pub pagemap_scan: bool,
     /// A source without calls for this long is relinked, so that the pool
     /// memory its idle slots keep resident goes back to the OS (0: never).
@@ -537,7 +540,7 @@ impl Default for RuntimeConfig {
             slot_wait_ms: DEFAULT_SLOT_WAIT_MS,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
-            pagemap_scan: true,
+            pagemap_scan: false,
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
             guest_threads: DEFAULT_GUEST_THREADS,
             guest_threads_from_connections: DEFAULT_GUEST_THREADS_FROM_CONNECTIONS,

@@ -41,6 +41,12 @@ pub async fn load(config: Config) -> anyhow::Result<Loaded> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     let runtime = Arc::new(Runtime::new(&config.runtime)?);
     let sources = SourceSet::load(runtime.clone(), &config).await?;
+    // Each source's `describe()` left its pool slot's memory resident (up to
+    // `keep_resident_bytes`, kept for the next call). Nothing serves yet, so
+    // giving it back cannot make a concurrent instantiation find the pool
+    // exhausted (what `release_idle_pool_memory` warns of).
+    let pool_released = runtime.engine().release_idle_pool_memory();
+    tracing::debug!(pool_released, "idle pool memory released after startup");
     // Compiling was the peak; what it freed goes back to the OS.
     crate::release_free_memory();
     // A URI names exactly one owner, so a read reaches the source that listed it.

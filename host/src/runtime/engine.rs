@@ -115,12 +115,13 @@ pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
         .max_core_instance_size(rc.max_core_instance_size)
         .max_component_instance_size(rc.max_component_instance_size)
         .linear_memory_keep_resident(rc.keep_resident_bytes as usize)
-        // Where the kernel answers PAGEMAP_SCAN (Linux >= 6.7; wasmtime
-        // probes it), a slot is reset by rewriting only the pages the call
-        // dirtied: without it, the first `keep_resident_bytes` of every
-        // memory are rewritten after every call, which makes all of them
-        // resident (20 idle Rust sources: 66 MB without, 45 MB with; the
-        // demo a minute after 200 traversals: 234 MB without, 143 MB with).
+        // Without the scan a slot's reset rewrites the first
+        // `keep_resident_bytes` of its memory and unmaps the rest. wasmtime
+        // 48's scan rewrote only pages written *and present*, which left a
+        // swapped-out page with the last caller's data for the next one;
+        // 50's drops "present", and then the kernel reports every page as
+        // written (not write-protected), so the scan rewrites as much as no
+        // scan does, one ioctl dearer (`RuntimeConfig::pagemap_scan`).
         .pagemap_scan(if rc.pagemap_scan {
             wasmtime::Enabled::Auto
         } else {
