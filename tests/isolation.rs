@@ -91,55 +91,64 @@ async fn nothing_a_call_leaves_in_its_instance_reaches_the_next_call() {
 /// whole server out to swap (as memory pressure would). A reset that only
 /// rewrote the pages still in memory (wasmtime before 50: `PAGEMAP_SCAN`
 /// for pages both written and present) would leave hers in the slot, and
-/// the next instance there would swap it back in for bob.
+/// the next instance there would swap it back in for bob. Both resets are
+/// tried: the default (no scan) and `pagemap_scan = true`.
 #[tokio::test]
 async fn a_call_s_memory_paged_out_to_swap_is_reset_all_the_same() {
     let _swap = swap::Swap::ensure();
-    let s = server()
-        .config(&format!(
-            "{ADMIN}[runtime]
-standby_instances = 0
-"
-        ))
-        .hostile(
-            "vault",
-            "vault",
-            "[budget]\nmax_duration_ms = 20000\n[config]\ndelay_ms = \"1500\"\n",
-        )
-        .start();
-    let alice = s.token(Some("alice"), "hostile:read");
-    let bob = s.token(Some("bob"), "hostile:read");
-    // Warm: the slot has held an instance before.
-    assert_eq!(
-        read_text(&s, &bob, "hostile://vault/warm").await,
-        "remembered nothing"
-    );
-    let pid = s.pid();
-    let url = s.url.clone();
-    let call = tokio::spawn(async move {
-        let a = modern(
-            &url,
-            Some(&alice),
-            json!("r"),
-            "resources/read",
-            json!({ "uri": "hostile://vault/alice-diary" }),
-        )
-        .await;
-        a.json()["result"]["contents"][0]["text"].clone()
-    });
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let before = swap::swapped_kib(pid);
-    let after = tokio::task::spawn_blocking(move || swap::page_out(pid))
-        .await
-        .unwrap();
-    assert!(
-        after > before + 1024,
-        "paging the server out moved only {before} -> {after} KiB to swap"
-    );
-    assert_eq!(call.await.unwrap(), "remembered nothing", "alice's call");
-    for i in 0..3 {
-        let text = read_text(&s, &bob, &format!("hostile://vault/bob-{i}")).await;
-        assert_eq!(text, "remembered nothing", "bob's call {i}");
+    for scan in [false, true] {
+        let s = server()
+            .config(&format!(
+                "{ADMIN}[runtime]\nstandby_instances = 0\npagemap_scan = {scan}\n"
+            ))
+            .hostile(
+                "vault",
+                "vault",
+                "[budget]\nmax_duration_ms = 20000\n[config]\ndelay_ms = \"1500\"\n",
+            )
+            .start();
+        let alice = s.token(Some("alice"), "hostile:read");
+        let bob = s.token(Some("bob"), "hostile:read");
+        // Warm: the slot has held an instance before.
+        assert_eq!(
+            read_text(&s, &bob, "hostile://vault/warm").await,
+            "remembered nothing",
+            "pagemap_scan = {scan}"
+        );
+        let pid = s.pid();
+        let url = s.url.clone();
+        let call = tokio::spawn(async move {
+            let a = modern(
+                &url,
+                Some(&alice),
+                json!("r"),
+                "resources/read",
+                json!({ "uri": "hostile://vault/alice-diary" }),
+            )
+            .await;
+            a.json()["result"]["contents"][0]["text"].clone()
+        });
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let before = swap::swapped_kib(pid);
+        let after = tokio::task::spawn_blocking(move || swap::page_out(pid))
+            .await
+            .unwrap();
+        assert!(
+            after > before + 1024,
+            "paging the server out moved only {before} -> {after} KiB to swap"
+        );
+        assert_eq!(
+            call.await.unwrap(),
+            "remembered nothing",
+            "alice's call, pagemap_scan = {scan}"
+        );
+        for i in 0..3 {
+            let text = read_text(&s, &bob, &format!("hostile://vault/bob-{i}")).await;
+            assert_eq!(
+                text, "remembered nothing",
+                "bob's call {i}, pagemap_scan = {scan}"
+            );
+        }
     }
 }
 

@@ -6,13 +6,15 @@
 //! (`process_madvise(MADV_PAGEOUT)`), as memory pressure would.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 pub struct Swap {
-    /// The swap file this guard enabled; `None` when the machine had swap.
-    ours: Option<(tempfile::TempDir, PathBuf)>,
+    /// The directory of the swap file this guard enabled (`SWAP_FILE`);
+    /// `None` when the machine had swap.
+    ours: Option<tempfile::TempDir>,
 }
+
+const SWAP_FILE: &str = "swapfile";
 
 fn active_swap_areas() -> usize {
     std::fs::read_to_string("/proc/swaps")
@@ -47,23 +49,21 @@ impl Swap {
             .prefix("emseepea-swap")
             .tempdir_in("/var/tmp")
             .expect("temporary directory for a swap file");
-        let file = dir.path().join("swapfile");
+        let file = dir.path().join(SWAP_FILE);
         // Written, not `fallocate`d: some file systems refuse holes in swap.
         std::fs::write(&file, vec![0u8; 256 << 20]).expect("write the swap file");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
         run(sbin("mkswap").arg(&file));
         run(sbin("swapon").arg(&file));
-        Swap {
-            ours: Some((dir, file)),
-        }
+        Swap { ours: Some(dir) }
     }
 }
 
 impl Drop for Swap {
     fn drop(&mut self) {
-        if let Some((_dir, file)) = &self.ours {
-            let _ = sbin("swapoff").arg(file).status();
+        if let Some(dir) = &self.ours {
+            let _ = sbin("swapoff").arg(dir.path().join(SWAP_FILE)).status();
         }
     }
 }
