@@ -73,20 +73,19 @@ impl Layout {
         }
     }
 
-    /// Item `n`'s name, given its key.
-    fn item_name(self, n: u64, key: &str) -> String {
-        let mut title = String::with_capacity(16);
+    /// Append the name of the item whose zero-padded key is `key`.
+    fn push_item_name(self, key: &str, out: &mut String) {
         match self {
             Layout::Items => {
-                title.push_str("Item ");
-                decimal(n, &mut title);
+                // "Item 42": the key without its padding (items start at 1).
+                out.push_str("Item ");
+                out.push_str(key.trim_start_matches('0'));
             }
             Layout::Books => {
-                title.push_str("book-");
-                title.push_str(key);
+                out.push_str("book-");
+                out.push_str(key);
             }
         }
-        title
     }
 
     /// How many items the layout's keys can number.
@@ -106,31 +105,44 @@ fn items(layout: Layout) -> u64 {
         .min(layout.max_items())
 }
 
-/// The zero-padded key, without core::fmt (this runs 50 times per page).
-fn key_of(n: u64, width: usize) -> String {
-    let mut digits = [b'0'; MAX_KEY_WIDTH];
-    let mut v = n;
-    for d in digits.iter_mut().rev() {
-        *d = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    String::from_utf8(digits[MAX_KEY_WIDTH - width..].to_vec()).expect("ASCII digits")
+/// The zero-padded keys of consecutive items: set once from a page's first
+/// item, then stepped like an odometer, so a page of keys costs no 64-bit
+/// division per digit and no UTF-8 check of a copied buffer (BENCHMARKS.md,
+/// sixteenth round).
+struct Odometer {
+    digits: [u8; MAX_KEY_WIDTH],
+    /// How many trailing digits are the key.
+    width: usize,
 }
 
-/// `n` in decimal, appended to `out`.
-fn decimal(n: u64, out: &mut String) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut v = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+impl Odometer {
+    fn at(n: u64, width: usize) -> Self {
+        let mut digits = [b'0'; MAX_KEY_WIDTH];
+        let mut v = n;
+        for d in digits.iter_mut().rev() {
+            *d = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        Odometer { digits, width }
+    }
+
+    /// The current key, e.g. `0000000042`.
+    fn key(&self) -> &str {
+        // ASCII digits only: the check cannot fail.
+        core::str::from_utf8(&self.digits[MAX_KEY_WIDTH - self.width..]).unwrap_or("")
+    }
+
+    /// On to the next item (`list` stops before the widest key overflows).
+    fn step(&mut self) {
+        for d in self.digits.iter_mut().rev() {
+            if *d == b'9' {
+                *d = b'0';
+            } else {
+                *d += 1;
+                return;
+            }
         }
     }
-    out.push_str(core::str::from_utf8(&digits[i..]).expect("ASCII digits"));
 }
 
 impl template::Guest for Catalog {
@@ -187,20 +199,24 @@ impl inventory::Guest for Catalog {
         let end = first.saturating_add(u64::from(limit)).min(total + 1);
         let prefix = layout.uri_prefix(&name());
         let mut entries = Vec::with_capacity(end.saturating_sub(first) as usize);
-        for n in first..end {
-            let key = key_of(n, layout.width());
+        let mut odometer = Odometer::at(first, layout.width());
+        for _ in first..end {
+            let key = odometer.key();
             let mut uri = String::with_capacity(prefix.len() + key.len());
             uri.push_str(&prefix);
-            uri.push_str(&key);
+            uri.push_str(key);
+            let mut name = String::with_capacity(5 + key.len());
+            layout.push_item_name(key, &mut name);
             entries.push(InventoryEntry {
                 resource: ResourceMetadata {
                     uri,
-                    name: layout.item_name(n, &key),
+                    name,
                     // The template's `text/plain` applies (see the WIT).
                     mime_type: None,
                 },
-                key,
+                key: key.into(),
             });
+            odometer.step();
         }
         Ok(InventoryPage {
             has_more: end <= total,
