@@ -1016,3 +1016,56 @@ async fn a_lone_clients_requests_do_not_wake_the_other_worker() {
         "{per_request:.2} worker context switches per request"
     );
 }
+
+/// `[runtime] perf_map`: wasmtime writes `/tmp/perf-PID.map` for the
+/// serving process, so that `perf` names a guest's compiled functions (its
+/// exports by their WIT names) instead of `[JIT]` addresses. The compiler
+/// child (a private cache makes the server start one) leaves no map of its
+/// own, and without the setting there is none at all.
+#[tokio::test]
+async fn a_perf_map_names_the_guests_functions_only_when_asked() {
+    let maps = || -> std::collections::BTreeSet<std::path::PathBuf> {
+        std::fs::read_dir("/tmp")
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with("perf-") && name.ends_with(".map")
+            })
+            .collect()
+    };
+    let start = |config: &str| {
+        server()
+            .config(config)
+            .private_cache()
+            .source("catalog", "catalog", "[config]\nitems = \"20\"\n")
+            .start()
+    };
+    let client = http();
+    let before = maps();
+    let s = start("[runtime]\nperf_map = true\n");
+    let alice = s.token(Some("alice"), "catalog:read");
+    let answer = modern_list(&client, &s.url, &alice).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let ours = std::path::PathBuf::from(format!("/tmp/perf-{}.map", s.pid()));
+    let new: Vec<_> = maps().difference(&before).cloned().collect();
+    assert_eq!(new, vec![ours.clone()], "perf maps written");
+    let map = std::fs::read_to_string(&ours).unwrap();
+    let _ = std::fs::remove_file(&ours);
+    // `ADDRESS SIZE NAME` per function, as perf reads it.
+    let list = map
+        .lines()
+        .find(|l| l.ends_with("emseepea:inventory/inventory@0.1.0#list"))
+        .unwrap_or_else(|| panic!("the list export is not named:\n{map}"));
+    let fields: Vec<&str> = list.splitn(3, ' ').collect();
+    assert!(fields[0].starts_with("0x"), "{list}");
+    assert!(usize::from_str_radix(fields[1], 16).unwrap() > 0, "{list}");
+    drop(s);
+
+    let before = maps();
+    let s = start("");
+    let alice = s.token(Some("alice"), "catalog:read");
+    let answer = modern_list(&client, &s.url, &alice).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(maps(), before, "a perf map was written unasked");
+}

@@ -504,6 +504,11 @@ pub struct RuntimeConfig {
     /// write-protected as written, so it finds the whole memory dirty: an
     /// ioctl per memory per call that saves nothing (BENCHMARKS.md).
     pub pagemap_scan: bool,
+    /// Write `/tmp/perf-PID.map` (Linux) so that `perf` names the guests'
+    /// compiled functions (`wasm[0]::function[7]::list`) instead of
+    /// `[JIT]` addresses. Off: it is a diagnostic, written once per loaded
+    /// component, and it holds guest-chosen names.
+    pub perf_map: bool,
     /// A source without calls for this long is relinked, so that the pool
     /// memory its idle slots keep resident goes back to the OS (0: never).
     pub idle_trim_s: u64,
@@ -541,6 +546,7 @@ impl Default for RuntimeConfig {
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
             pagemap_scan: false,
+            perf_map: false,
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
             guest_threads: DEFAULT_GUEST_THREADS,
             guest_threads_from_connections: DEFAULT_GUEST_THREADS_FROM_CONNECTIONS,

@@ -30,6 +30,7 @@ const KEYS: &[&str] = &[
     "max_memory_bytes",
     "keep_resident_bytes",
     "pagemap_scan",
+    "perf_map",
     "pin",
     "idle_trim_s",
     "page_size",

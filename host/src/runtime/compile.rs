@@ -111,8 +111,10 @@ fn in_child(exe: &Path, config: &RuntimeConfig, wasm: &[u8]) -> Result<Vec<u8>, 
 /// the artifact on stdout, a one-line reason on stderr.
 pub fn child_main(runtime_json: &str) -> ExitCode {
     let run = || -> Result<Vec<u8>, String> {
-        let config: RuntimeConfig =
+        let mut config: RuntimeConfig =
             serde_json::from_str(runtime_json).map_err(|e| format!("bad runtime config: {e}"))?;
+        // The compiler loads no code: a perf map of its own would stay empty.
+        config.perf_map = false;
         let engine = super::engine::build_engine(&config).map_err(|e| format!("{e:#}"))?;
         let mut wasm = Vec::new();
         std::io::stdin()

@@ -95,6 +95,9 @@ pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
     // Guests' native stack use is bounded; a runaway recursion traps with
     // `StackOverflow` long before the async fiber stack (2 MiB) is at risk.
     config.max_wasm_stack(512 * 1024);
+    if rc.perf_map {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     // Every call instantiates afresh, so initial memory must come from a
     // copy-on-write image, never from copying data segments. Interpreters
     // (CPython, SpiderMonkey) have large, sparse pre-initialized heaps that
