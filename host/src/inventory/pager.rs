@@ -192,8 +192,9 @@ struct EntryJson<'a> {
     uri: &'a str,
     name: &'a str,
     mime_type: Option<&'a str>,
-    /// Neither `uri` nor `name` needs escaping (known from one pass over
-    /// the whole guest page, `needs_json_escape`): both are copied as is.
+    /// None of `uri`, `name` and `mime_type` needs escaping (known from one
+    /// pass over the whole guest page and the template's type,
+    /// `needs_json_escape`): all are copied as is.
     plain: bool,
 }
 
@@ -215,7 +216,7 @@ impl EntryJson<'_> {
         string(out, self.name);
         if let Some(mime_type) = self.mime_type {
             out.extend_from_slice(b",\"mimeType\":");
-            write_json_str(out, mime_type);
+            string(out, mime_type);
         }
         out.push(b'}');
     }
@@ -471,7 +472,13 @@ impl<S: InventorySource> Pager<S> {
                     // the source: the position after it is built once, below,
                     // not for every entry.
                     let mut last_added: Option<(&str, bool)> = None;
-                    let plain = !needs_json_escape(guest_page.text().as_bytes());
+                    // The page's strings and the template's type (which
+                    // stands in for an entry's own) in two passes, not one
+                    // per string.
+                    let plain = !needs_json_escape(guest_page.text().as_bytes())
+                        && !source
+                            .mime_type()
+                            .is_some_and(|m| needs_json_escape(m.as_bytes()));
                     for (k, entry) in guest_page.entries().enumerate() {
                         let last_of_source = k + 1 == count && !guest_page.has_more;
                         let cost = if last_of_source {
@@ -742,7 +749,9 @@ mod tests {
         ) {
             let mut ours = Vec::new();
             // As the pager decides it: from one check over all the strings.
-            let plain = !needs_json_escape([uri.as_str(), &name].concat().as_bytes());
+            let plain = !needs_json_escape(
+                [uri.as_str(), &name, mime_type.as_deref().unwrap_or("")].concat().as_bytes(),
+            );
             EntryJson { uri: &uri, name: &name, mime_type: mime_type.as_deref(), plain }
                 .write(&mut ours);
             let theirs = serde_json::to_vec(&SerdeEntry {

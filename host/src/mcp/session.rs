@@ -37,6 +37,12 @@ impl Identity {
             audience: p.audience.clone(),
         }
     }
+
+    /// Whether `p` is this identity: compared in place, since every request
+    /// on a bound session asks (no copies of its strings to compare them).
+    fn is(&self, p: &Principal) -> bool {
+        self.client_id == p.client_id && self.subject == p.subject && self.audience == p.audience
+    }
 }
 
 pub struct Session {
@@ -63,7 +69,7 @@ impl Session {
                 *identity = Some(Identity::of(p));
                 true
             }
-            (Some(bound), Some(p)) => *bound == Identity::of(p),
+            (Some(bound), Some(p)) => bound.is(p),
             (Some(_), None) => false,
         }
     }

@@ -36,7 +36,7 @@ pub use contents::GuestContents;
 pub use definition::{Access, SourceDefinition};
 pub use engine::Runtime;
 pub use loader::{LoadError, Source, SourceSet};
-pub use page::{EntryRef, GuestPage};
+pub use page::{Entries, EntryRef, GuestPage};
 pub use scope::RequestScope;
 pub use slots::{CallerKey, Overload, SlotLimits};
 
