@@ -996,6 +996,26 @@ mod tests {
         assert!(entries[1].get("mimeType").is_none(), "{}", entries[1]);
     }
 
+    /// A guest defines its template's type: only its length is checked, so
+    /// it may need escaping while every string on the page does not.
+    #[tokio::test]
+    async fn a_templates_type_that_needs_escaping_is_escaped_on_a_plain_page() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let mut typed = source(
+            "src0",
+            "a",
+            vec![("k1".into(), "1".into(), "n".into())],
+            &calls,
+        );
+        let mime_type = "text/\"x\"\\y";
+        typed.mime_type = Some(mime_type.into());
+        let pager = pager_of(vec![typed], 10, 100_000);
+        let page = page_of(&pager, &alice(), None).await.unwrap();
+        let entry: serde_json::Value =
+            serde_json::from_str(page.entries().next().unwrap()).expect("valid JSON");
+        assert_eq!(entry["mimeType"], mime_type);
+    }
+
     #[tokio::test]
     async fn cursors_are_bound_to_the_caller() {
         let calls = Arc::new(Mutex::new(Vec::new()));

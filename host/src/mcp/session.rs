@@ -328,6 +328,32 @@ mod tests {
         assert!(alice.admit(Some(&p("alice"))));
         assert!(!alice.admit(Some(&p("bob"))));
         assert!(!alice.admit(None));
+        // The same user through another client, or for another audience,
+        // is another identity; scopes are not part of it.
+        let as_alice = |client: &str, audience: Option<&str>, scopes: Vec<String>| {
+            Principal::new(
+                Some("alice".into()),
+                client.into(),
+                scopes,
+                audience.map(Into::into),
+            )
+        };
+        let same = p("alice");
+        assert!(!alice.admit(Some(&as_alice(
+            "other-app",
+            same.audience.as_deref(),
+            vec![]
+        ))));
+        assert!(!alice.admit(Some(&as_alice(
+            &same.client_id,
+            Some("https://elsewhere"),
+            vec![]
+        ))));
+        assert!(alice.admit(Some(&as_alice(
+            &same.client_id,
+            same.audience.as_deref(),
+            vec!["more".into()]
+        ))));
         let anon = open(&s, None).unwrap();
         assert!(anon.admit(None));
         assert!(anon.admit(Some(&p("bob"))), "first token binds");
