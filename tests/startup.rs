@@ -423,3 +423,16 @@ fn config_problems_come_before_any_compilation() {
     assert_eq!(entries, 0, "compiled before reporting:\n{out}");
     assert!(!out.contains("source registered"), "{out}");
 }
+
+#[test]
+fn the_version_names_the_wasmtime_release() {
+    // `emseepea::VERSION` is checked against Cargo.lock in runtime::engine.
+    let out = std::process::Command::new(BIN)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(line.trim(), format!("emseepea {}", emseepea::VERSION));
+    assert!(line.contains(" (wasmtime 5"), "{line}");
+}

@@ -36,6 +36,25 @@ pub fn no_transparent_huge_pages() {
     }
 }
 
+/// The wasmtime release this binary embeds, as a literal for `concat!`.
+/// A test (`runtime::engine`) checks it against Cargo.lock, so a wasmtime
+/// upgrade cannot leave it stale, nor skip the audit it names.
+macro_rules! wasmtime_release {
+    () => {
+        "50.0.2"
+    };
+}
+
+/// `emseepea --version`: this server and the wasmtime it embeds, which is
+/// what an operator checks against a wasmtime security advisory (also
+/// scraped as `emseepea_build_info`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (wasmtime ",
+    wasmtime_release!(),
+    ")"
+);
+
 pub mod admin;
 pub mod auth;
 pub mod check;

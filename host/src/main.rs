@@ -10,7 +10,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "emseepea",
-    version,
+    version = emseepea::VERSION,
     about = "An MCP server hosting sandboxed WebAssembly components as resource sources"
 )]
 struct Cli {

@@ -13,6 +13,9 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+/// The wasmtime release this binary embeds (`emseepea_build_info`).
+pub const WASMTIME_VERSION: &str = wasmtime_release!();
+
 /// Instances reserved beyond `max_concurrent_calls` and the standbys (startup
 /// `describe` calls, a call finishing while the next starts).
 const SPARE_INSTANCES: u32 = 8;
@@ -227,5 +230,31 @@ impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.thread.unpark();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The wasmtime Cargo.lock resolves, which `WASMTIME_VERSION` must name.
+    fn locked_wasmtime() -> String {
+        let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"))
+            .expect("the workspace's Cargo.lock");
+        lock.split("[[package]]")
+            .find(|block| block.lines().any(|l| l == r#"name = "wasmtime""#))
+            .and_then(|block| block.lines().find_map(|l| l.strip_prefix("version = ")))
+            .map(|v| v.trim_matches('"').to_owned())
+            .expect("wasmtime in Cargo.lock")
+    }
+
+    #[test]
+    fn the_reported_wasmtime_version_is_the_locked_one() {
+        assert_eq!(
+            super::WASMTIME_VERSION,
+            locked_wasmtime(),
+            "wasmtime changed: re-audit runtime/page.rs and runtime/contents.rs (their \
+             `component::__internal` lifts, ARCHITECTURE.md) and the pool reset \
+             (tests/isolation.rs), then update `wasmtime_release!` in lib.rs"
+        );
+        assert!(crate::VERSION.ends_with(&format!("(wasmtime {})", locked_wasmtime())));
     }
 }

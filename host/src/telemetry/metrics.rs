@@ -13,6 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::exponential_buckets;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -20,6 +21,13 @@ use std::time::Duration;
 /// The content type of `encode()`'s output (OpenMetrics text, which
 /// Prometheus scrapes natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `emseepea_build_info`: what this binary is (constant for the process).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    wasmtime: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct McpLabels {
@@ -186,7 +194,15 @@ impl Metrics {
             pool_idle_resident_bytes: Gauge::default(),
             registry: Registry::default(),
         };
-        // Counters get `_total` from the encoder; units are in the names.
+        // Counters get `_total` from the encoder, infos `_info`; units are in the names.
+        r.register(
+            "build",
+            "This server's version and the wasmtime release it embeds (value 1)",
+            Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+                wasmtime: crate::runtime::WASMTIME_VERSION,
+            }),
+        );
         r.register(
             "mcp_requests",
             "MCP requests answered, by method, protocol version and outcome",
@@ -548,5 +564,17 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn the_build_is_an_info_metric_naming_the_wasmtime_release() {
+        let text = Metrics::new().encode();
+        assert!(text.contains("# TYPE emseepea_build info"), "{text}");
+        let line = format!(
+            r#"emseepea_build_info{{version="{}",wasmtime="{}"}} 1"#,
+            env!("CARGO_PKG_VERSION"),
+            crate::runtime::WASMTIME_VERSION
+        );
+        assert!(text.contains(&line), "{line} in\n{text}");
     }
 }
