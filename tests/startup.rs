@@ -434,5 +434,5 @@ fn the_version_names_the_wasmtime_release() {
     assert!(out.status.success());
     let line = String::from_utf8(out.stdout).unwrap();
     assert_eq!(line.trim(), format!("emseepea {}", emseepea::VERSION));
-    assert!(line.contains(" (wasmtime 5"), "{line}");
+    assert!(line.contains(" (wasmtime "), "{line}");
 }

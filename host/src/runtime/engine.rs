@@ -248,13 +248,14 @@ mod tests {
 
     #[test]
     fn the_reported_wasmtime_version_is_the_locked_one() {
+        let locked = locked_wasmtime();
         assert_eq!(
             super::WASMTIME_VERSION,
-            locked_wasmtime(),
+            locked,
             "wasmtime changed: re-audit runtime/page.rs and runtime/contents.rs (their \
              `component::__internal` lifts, ARCHITECTURE.md) and the pool reset \
              (tests/isolation.rs), then update `wasmtime_release!` in lib.rs"
         );
-        assert!(crate::VERSION.ends_with(&format!("(wasmtime {})", locked_wasmtime())));
+        assert!(crate::VERSION.ends_with(&format!("(wasmtime {locked})")));
     }
 }
