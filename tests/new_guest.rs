@@ -18,14 +18,37 @@ use support::*;
 
 /// `emseepea new NAME --lang LANG --dir DIR`: the printed build command.
 fn scaffold(name: &str, lang: &str, dir: &Path) -> String {
+    scaffold_printing(name, lang, dir).build
+}
+
+/// What `emseepea new` prints to run: once, then for every build.
+struct Printed {
+    /// The command in backticks on the `once:` line.
+    once: String,
+    build: String,
+}
+
+fn scaffold_printing(name: &str, lang: &str, dir: &Path) -> Printed {
     let out = run(Command::new(BIN)
         .args(["new", name, "--lang", lang, "--dir"])
         .arg(dir));
-    out.lines()
-        .find_map(|l| l.trim_start().strip_prefix("build:"))
-        .unwrap_or_else(|| panic!("no build command printed: {out}"))
-        .trim()
-        .to_owned()
+    let line = |label: &str| {
+        out.lines()
+            .find_map(|l| l.trim_start().strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label} line printed: {out}"))
+            .trim()
+            .to_owned()
+    };
+    let once = line("once:");
+    let once = once
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command in backticks on the once: line: {once}"))
+        .to_owned();
+    Printed {
+        once,
+        build: line("build:"),
+    }
 }
 
 /// Run the printed build command as a shell line in the project.
@@ -135,7 +158,13 @@ fn serve_and_list(name: &str, project: &Path, wasm: &Path) {
 fn a_new_rust_guest_builds_passes_test_source_and_serves() {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("rusty-notes");
-    let command = scaffold("rusty-notes", "rust", &project);
+    let printed = scaffold_printing("rusty-notes", "rust", &project);
+    // The once-command installs the pinned toolchain itself: a rustup
+    // that does not install on demand (RUSTUP_AUTO_INSTALL=0) would
+    // otherwise fail the build with "toolchain ... is not installed".
+    assert_eq!(printed.once, "rustup toolchain install");
+    build(&project, &printed.once, &[]);
+    let command = printed.build;
     assert_eq!(command, "cargo build --release --target wasm32-wasip2");
     // The repository's guest target dir: wit-bindgen is already built there.
     let target = root().join("target/guest-build");

@@ -33,7 +33,7 @@ impl Lang {
     pub fn setup(self) -> &'static str {
         match self {
             Lang::Rust => {
-                "the Rust toolchain (rustup; rust-toolchain.toml pins the version and the wasm32-wasip2 target)"
+                "`rustup toolchain install` (the release and the wasm32-wasip2 target that rust-toolchain.toml pins)"
             }
             Lang::Python => "`pip install -r requirements.txt` (componentize-py)",
             Lang::Javascript => "`npm install` (componentize-js and esbuild)",
