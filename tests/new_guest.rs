@@ -16,11 +16,6 @@ use std::process::Command;
 use support::clients::{installed, python, run, run_json};
 use support::*;
 
-/// `emseepea new NAME --lang LANG --dir DIR`: the printed build command.
-fn scaffold(name: &str, lang: &str, dir: &Path) -> String {
-    scaffold_printing(name, lang, dir).build
-}
-
 /// What `emseepea new` prints to run: once, then for every build.
 struct Printed {
     /// The command in backticks on the `once:` line.
@@ -28,7 +23,8 @@ struct Printed {
     build: String,
 }
 
-fn scaffold_printing(name: &str, lang: &str, dir: &Path) -> Printed {
+/// `emseepea new NAME --lang LANG --dir DIR`: the commands it printed.
+fn scaffold(name: &str, lang: &str, dir: &Path) -> Printed {
     let out = run(Command::new(BIN)
         .args(["new", name, "--lang", lang, "--dir"])
         .arg(dir));
@@ -158,7 +154,7 @@ fn serve_and_list(name: &str, project: &Path, wasm: &Path) {
 fn a_new_rust_guest_builds_passes_test_source_and_serves() {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("rusty-notes");
-    let printed = scaffold_printing("rusty-notes", "rust", &project);
+    let printed = scaffold("rusty-notes", "rust", &project);
     // The once-command installs the pinned toolchain itself: a rustup
     // that does not install on demand (RUSTUP_AUTO_INSTALL=0) would
     // otherwise fail the build with "toolchain ... is not installed".
@@ -182,7 +178,7 @@ fn a_new_rust_guest_builds_passes_test_source_and_serves() {
 fn a_new_python_guest_builds_passes_test_source_and_serves() {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("py-notes");
-    let command = scaffold("py-notes", "python", &project);
+    let command = scaffold("py-notes", "python", &project).build;
     let tools = installed("target/clients/guest-tools/bin");
     let path = format!(
         "{}:{}",
@@ -199,7 +195,7 @@ fn a_new_python_guest_builds_passes_test_source_and_serves() {
 fn a_new_javascript_guest_builds_passes_test_source_and_serves() {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("js-notes");
-    let command = scaffold("js-notes", "javascript", &project);
+    let command = scaffold("js-notes", "javascript", &project).build;
     assert_eq!(command, "npm run build");
     // `npm install` would fetch the same pinned packages js-catalog has.
     std::os::unix::fs::symlink(
