@@ -6,6 +6,11 @@
 //! - `ITEMS=N` the catalog's `items`; `AFTER=KEY` list after that key.
 //! - `IDLE_US=N` sleep N µs after each call (the core idles between requests).
 //! - `TRASH_KB=N` write N KiB after each call (other work evicts the data cache).
+//! - `TASKS=1,4` the concurrencies to run (default 1,2,4,64).
+//!
+//! Each phase also prints the process's CPU time per call (every thread:
+//! the call, its teardown and the next standby), which is what a busy
+//! server pays; "in the call" is what one caller waits.
 use emseepea::config::Config;
 use emseepea::runtime::types::{CallContext, Principal};
 use emseepea::runtime::{CallerKey, RequestScope, Runtime, SourceSet};
@@ -63,7 +68,12 @@ fn main() {
         }),
         deadline_ms: 0,
     };
-    for tasks in [1usize, 2, 4, 64] {
+    let phases: Vec<usize> = std::env::var("TASKS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2, 4, 64]);
+    for tasks in phases {
+        let cpu_before = process_cpu();
         let in_call = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let start = Instant::now();
         rt.block_on(async {
@@ -101,6 +111,7 @@ fn main() {
             }
         });
         let el = start.elapsed();
+        let cpu = process_cpu() - cpu_before;
         println!(
             "{guest} list({limit}) x{calls} tasks={tasks}: in the call {:.1} us",
             in_call.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3 / calls as f64
@@ -110,7 +121,23 @@ fn main() {
             el.as_secs_f64() * 1e6 / calls as f64 * tasks as f64,
             calls as f64 / el.as_secs_f64()
         );
+        println!(
+            "{guest} list({limit}) x{calls} tasks={tasks}: {:.1} us of process CPU per call",
+            cpu.as_secs_f64() * 1e6 / calls as f64
+        );
     }
+}
+
+/// CPU time of the whole process so far (user + system, every thread).
+fn process_cpu() -> Duration {
+    // SAFETY: `getrusage` fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
 }
 
 /// Write one byte of every cache line of a `kb` KiB buffer (kept per thread).
