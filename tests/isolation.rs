@@ -92,11 +92,11 @@ async fn nothing_a_call_leaves_in_its_instance_reaches_the_next_call() {
 /// rewrote the pages still in memory (wasmtime before 50: `PAGEMAP_SCAN`
 /// for pages both written and present) would leave hers in the slot, and
 /// the next instance there would swap it back in for bob. Both resets are
-/// tried: the default (no scan) and `pagemap_scan = true`.
+/// tried: with the scan (the default) and `pagemap_scan = false`.
 #[tokio::test]
 async fn a_call_s_memory_paged_out_to_swap_is_reset_all_the_same() {
     let _swap = swap::Swap::ensure();
-    for scan in [false, true] {
+    for scan in [true, false] {
         let s = server()
             .config(&format!(
                 "{ADMIN}[runtime]\nstandby_instances = 0\npagemap_scan = {scan}\n"

@@ -499,10 +499,11 @@ pub struct RuntimeConfig {
     /// between instances: faster reuse, more RSS.
     pub keep_resident_bytes: u64,
     /// Let wasmtime reset a slot through Linux's PAGEMAP_SCAN (kernel >=
-    /// 6.7). Off: since wasmtime 50 the scan asks for pages "written",
-    /// present or swapped out, and the kernel counts every page that is not
-    /// write-protected as written, so it finds the whole memory dirty: an
-    /// ioctl per memory per call that saves nothing (BENCHMARKS.md).
+    /// 6.7; older kernels reset without it). On: the scan finds the pages
+    /// a slot's calls have touched (in memory or swapped out), and only
+    /// those are rewritten; off, the first `keep_resident_bytes` of the
+    /// memory are, touched or not. An interpreted guest's memory is mostly
+    /// pages a call never touches (BENCHMARKS.md, twenty-second round).
     pub pagemap_scan: bool,
     /// Write `/tmp/perf-PID.map` (Linux) so that `perf` names the guests'
     /// compiled functions (`wasm[0]::function[7]::list`) instead of
@@ -545,7 +546,7 @@ impl Default for RuntimeConfig {
             slot_wait_ms: DEFAULT_SLOT_WAIT_MS,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
-            pagemap_scan: false,
+            pagemap_scan: true,
             perf_map: false,
             idle_trim_s: DEFAULT_IDLE_TRIM_S,
             guest_threads: DEFAULT_GUEST_THREADS,

@@ -122,12 +122,11 @@ pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
         .max_component_instance_size(rc.max_component_instance_size)
         .linear_memory_keep_resident(rc.keep_resident_bytes as usize)
         // Without the scan a slot's reset rewrites the first
-        // `keep_resident_bytes` of its memory and unmaps the rest. wasmtime
-        // 48's scan rewrote only pages written *and present*, which left a
-        // swapped-out page with the last caller's data for the next one;
-        // 50's drops "present", and then the kernel reports every page as
-        // written (not write-protected), so the scan rewrites as much as no
-        // scan does, one ioctl dearer (`RuntimeConfig::pagemap_scan`).
+        // `keep_resident_bytes` of its memory and unmaps the rest. With it,
+        // only the pages the scan reports: since wasmtime 50.0.2 those
+        // written and present *or swapped out* (48's skipped a swapped-out
+        // page, which kept the last caller's data for the next one; 50.0.1's
+        // reported every page, touched or not). `RuntimeConfig::pagemap_scan`.
         .pagemap_scan(if rc.pagemap_scan {
             wasmtime::Enabled::Auto
         } else {
