@@ -70,7 +70,13 @@ fn main() {
     };
     let phases: Vec<usize> = std::env::var("TASKS")
         .ok()
-        .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+        .map(|v| {
+            v.split(',')
+                .filter_map(|t| t.trim().parse().ok())
+                .filter(|&t| t > 0)
+                .collect()
+        })
+        .filter(|phases: &Vec<usize>| !phases.is_empty())
         .unwrap_or_else(|| vec![1, 2, 4, 64]);
     for tasks in phases {
         let cpu_before = process_cpu();
