@@ -2,7 +2,8 @@
 # The side-by-side run of BENCHMARKS.md: emseepea (release, catalog guest,
 # dev bearer token, sealed cursors, a legacy session per connection; empty
 # precompile cache, so it compiles at start) beside the peers' servers.
-# Usage: benchmarks/peers.sh [RUNS] [SECONDS]   (after benchmarks/setup.sh)
+# Usage: benchmarks/peers.sh [RUNS] [SECONDS]   (after benchmarks/setup.sh);
+#   ends with benchmarks/targets.py on the run (issue 14's targets, cell by cell).
 #   ALSO=ems-inline.toml benchmarks/peers.sh ...   a second emseepea (another
 #   config in target/ems, as "emseepea-2") in the same run, cell by cell;
 #   ALSO_BIN=PATH runs that second server from another binary (a baseline).
@@ -37,3 +38,12 @@ cd "$ROOT/target/peers"
 ./bench.sh -r "${1:-1}" -d "${2:-5}" -s "${PEERS:-bare-hyper rmcp ts-sdk python-2w}" --no-wrk \
   ${BENCH_ARGS:-} "${ARGS[@]}" \
   || echo "(bench.sh exited $?: see its results above)"
+# The issue's targets cell by cell, and what each SDK multiple asks of the
+# driver's ceiling (bare hyper), from this run's results.
+latest=$(ls -td "$ROOT"/target/peers/results/*/ | head -1)
+echo
+python3 "$ROOT/benchmarks/targets.py" "${latest}results.jsonl" emseepea
+if [ -n "${ALSO:-}" ]; then
+  echo
+  python3 "$ROOT/benchmarks/targets.py" "${latest}results.jsonl" emseepea-2
+fi

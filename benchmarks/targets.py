@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Issue 14's targets, cell by cell, from one bench.sh run (stdlib only).
+
+Usage: benchmarks/targets.py RESULTS.jsonl [SERVER]
+  RESULTS.jsonl: what ../shared/peers/bench.sh wrote (benchmarks/peers.sh
+  prints its directory); SERVER: the emseepea column (default "emseepea").
+
+Prints, for every mode and client count, emseepea against rmcp (pages/s and
+pages per server CPU-second), p99, and the multiples of the TypeScript and
+Python SDKs, each with "ok" or "below"; then, for each multiple, the rate it
+asks for as a share of bare hyper's in the same cell. Bare hyper answers with
+precomputed bytes, so its rate is what the driver and the kernel allow: a
+multiple that asks for more than ~100 % of it is out of any server's reach
+on that machine (the twenty-fourth round of BENCHMARKS.md).
+"""
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+# The issue's targets: at least rmcp, 7x TS, 10x Python, p99 at C = 64.
+TS_MULTIPLE = 7.0
+PY_MULTIPLE = 10.0
+P99_MS_AT_64 = 5.0
+
+
+def load(path):
+    """(mode, server, conns) -> median of ok_rps, p99_ms, pages per CPU-s."""
+    rows = defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            r = json.loads(line)
+            if "driver" in r:
+                d = r["driver"]
+                rows[(d["mode"], r["server"], d["conns"])].append(r)
+    cells = {}
+    for key, rs in rows.items():
+        rps = statistics.median(r["driver"]["ok_rps"] for r in rs)
+        p99 = statistics.median(r["driver"]["p99_ms"] for r in rs)
+        cores = [r["srv_cpu_s"] / r["wall_s"] for r in rs if r.get("srv_cpu_s") and r.get("wall_s")]
+        per_cpu = rps / statistics.median(cores) if cores else None
+        cells[key] = {"rps": rps, "p99": p99, "per_cpu": per_cpu}
+    return cells
+
+
+def verdict(ok):
+    return "ok" if ok else "below"
+
+
+def main(path, ours):
+    cells = load(path)
+    modes = [m for m in ("fixed", "traversal") if any(k[0] == m for k in cells)]
+    conns = sorted({c for (_, s, c) in cells if s == ours})
+    if not conns:
+        sys.exit(f"no cells of server {ours!r} in {path}")
+    print(f"Issue 14's targets for {ours} ({path})")
+    print()
+    print("| mode, C | × rmcp pages/s | × rmcp pages per CPU-s | p99 ms (rmcp) | × TS SDK | × Python SDK |")
+    print("|---|---|---|---|---|---|")
+    bounds = []
+    for mode in modes:
+        for c in conns:
+            e = cells.get((mode, ours, c))
+            if e is None:
+                continue
+            rmcp = cells.get((mode, "rmcp", c))
+            ts = cells.get((mode, "ts-sdk", c))
+            py = cells.get((mode, "python-2w", c))
+            bare = cells.get((mode, "bare-hyper", c))
+            out = [f"{mode}, {c}"]
+            if rmcp:
+                r = e["rps"] / rmcp["rps"]
+                out.append(f"{r:.2f} {verdict(r >= 1.0)}")
+                if e["per_cpu"] and rmcp["per_cpu"]:
+                    q = e["per_cpu"] / rmcp["per_cpu"]
+                    out.append(f"{q:.2f} {verdict(q >= 1.0)}")
+                else:
+                    out.append("—")
+            else:
+                out += ["—", "—"]
+            p99 = f"{e['p99']:.2f}" + (f" ({rmcp['p99']:.2f})" if rmcp else "")
+            if c == 64:
+                p99 += f" {verdict(e['p99'] <= P99_MS_AT_64)}"
+            out.append(p99)
+            for sdk, multiple, name in ((ts, TS_MULTIPLE, "TS"), (py, PY_MULTIPLE, "Python")):
+                if sdk:
+                    m = e["rps"] / sdk["rps"]
+                    out.append(f"{m:.1f} {verdict(m >= multiple)}")
+                    if bare:
+                        bounds.append((mode, c, name, multiple, multiple * sdk["rps"], bare["rps"], e["rps"]))
+                else:
+                    out.append("—")
+            print("| " + " | ".join(out) + " |")
+    if bounds:
+        print()
+        print("What each multiple asks for, against bare hyper in the same cell (its rate is the")
+        print("driver's and the kernel's ceiling; above ~100 % no server can meet the multiple):")
+        print()
+        print("| mode, C | multiple | asks for pages/s | bare hyper | asks, % of bare hyper | ours, % of bare hyper |")
+        print("|---|---|---|---|---|---|")
+        for mode, c, name, multiple, asks, bare, mine in bounds:
+            print(
+                f"| {mode}, {c} | {multiple:g}× {name} | {asks:,.0f} | {bare:,.0f} "
+                f"| {100 * asks / bare:.1f} % | {100 * mine / bare:.1f} % |"
+            )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        print(__doc__)
+        sys.exit(2)
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else "emseepea")
