@@ -31,6 +31,10 @@ start() {
 }
 start emseepea ems.toml 18301 state
 if [ -n "${ALSO:-}" ]; then start emseepea-2 "$ALSO" 18311 state2; fi
+# The VM's idle policy moves every one-client figure (BENCHMARKS.md,
+# twenty-fifth round): say what it was.
+echo "# idle: $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo unknown)," \
+  "guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo -)"
 cd "$ROOT/target/peers"
 # bench.sh exits 1 after printing its results: its EXIT trap ends on
 # `[ -n "$p" ] && ...` over an empty list, under `set -e`. Say so, not fail.

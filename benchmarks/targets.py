@@ -11,7 +11,10 @@ Python SDKs, each with "ok" or "below"; then, for each multiple, the rate it
 asks for as a share of bare hyper's in the same cell. Bare hyper answers with
 precomputed bytes, so its rate is what the driver and the kernel allow: a
 multiple that asks for more than ~100 % of it is out of any server's reach
-on that machine (the twenty-fourth round of BENCHMARKS.md).
+on that machine (the twenty-fourth round of BENCHMARKS.md). Last, each
+server's share of a one-client round trip (its C = 1 round trip less bare
+hyper's), and the SDK multiples read the other way the issue's sentence
+allows: each server's best cell of a mode against the SDK's best cell.
 """
 
 import json
@@ -107,6 +110,54 @@ def main(path, ours):
                 f"| {mode}, {c} | {multiple:g}× {name} | {asks:,.0f} | {bare:,.0f} "
                 f"| {100 * asks / bare:.1f} % | {100 * mine / bare:.1f} % |"
             )
+    shares(cells, modes, ours)
+    peaks(cells, modes, ours)
+
+
+def shares(cells, modes, ours):
+    """Each server's part of a one-client round trip: 1/rate - 1/bare hyper's."""
+    rows = []
+    for mode in modes:
+        bare = cells.get((mode, "bare-hyper", 1))
+        if not bare:
+            continue
+        for server in (ours, "rmcp"):
+            e = cells.get((mode, server, 1))
+            if e:
+                rows.append((mode, server, 1e6 / e["rps"] - 1e6 / bare["rps"], 1e6 / bare["rps"]))
+    if not rows:
+        return
+    print()
+    print("One client: the server's part of a round trip (its C = 1 round trip less bare hyper's):")
+    print()
+    print("| mode | server | µs per round trip beyond bare hyper's | bare hyper's round trip µs |")
+    print("|---|---|---|---|")
+    for mode, server, share, bare_rt in rows:
+        print(f"| {mode} | {server} | {share:.1f} | {bare_rt:.1f} |")
+
+
+def peaks(cells, modes, ours):
+    """The multiples as best cell against best cell, per mode."""
+    rows = []
+    for mode in modes:
+        def best(server):
+            rates = [v["rps"] for (m, s, _), v in cells.items() if m == mode and s == server]
+            return max(rates) if rates else None
+        mine = best(ours)
+        for sdk, multiple, name in (("ts-sdk", TS_MULTIPLE, "TS"), ("python-2w", PY_MULTIPLE, "Python")):
+            theirs = best(sdk)
+            if mine and theirs:
+                rows.append((mode, name, multiple, mine, theirs))
+    if not rows:
+        return
+    print()
+    print("The SDK multiples, best cell against best cell (any C), per mode:")
+    print()
+    print("| mode | multiple | ours, best pages/s | SDK, best pages/s | × |")
+    print("|---|---|---|---|---|")
+    for mode, name, multiple, mine, theirs in rows:
+        m = mine / theirs
+        print(f"| {mode} | {multiple:g}× {name} | {mine:,.0f} | {theirs:,.0f} | {m:.1f} {verdict(m >= multiple)} |")
 
 
 if __name__ == "__main__":
