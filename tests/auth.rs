@@ -273,6 +273,23 @@ async fn a_key_removed_from_the_jwks_stops_verifying_within_one_interval() {
     assert_eq!(list_with(&j.server.url, Some(&ec)).await.status, 200);
 }
 
+/// An operator who wrote `[auth.jwt]` but left `mode = "dev"` would have
+/// served dev tokens while believing the JWKS was checked: refused at startup.
+#[test]
+fn an_auth_table_its_mode_does_not_read_is_refused() {
+    let p = server()
+        .auth(Some(
+            "[auth]\nmode = \"dev\"\n[auth.jwt]\nissuer = \"https://as.test\"\njwks_url = \"https://as.test/jwks.json\"\n",
+        ))
+        .prepare();
+    let (ok, out) = p.check();
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("[auth.jwt] is set but auth.mode = \"dev\" does not read it"),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_jwks_refresh_interval_of_zero_is_refused() {
     let p = server()

@@ -248,8 +248,11 @@ pub enum ConfigError {
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("{path}: {problem}")]
+    Invalid {
+        path: PathBuf,
+        problem: ConfigProblem,
+    },
 }
 
 /// The server configuration file.
@@ -601,48 +604,48 @@ impl Default for ListPagination {
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
+/// `auth.mode` as written: which verifier. [`AuthMethod`] is the same choice
+/// with that verifier's settings.
 pub enum AuthMode {
-    /// No tokens at all: only valid when no source exports `inventory` and
-    /// no resource is protected.
     #[default]
     None,
-    /// HS256 tokens minted by `emseepea token` with a secret kept in the state dir.
     Dev,
-    /// JWS access tokens verified with a JWKS.
     Jwt,
-    /// RFC 7662 token introspection.
     Introspection,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    pub mode: AuthMode,
-    /// When true, initialize/discover/ping/templates/list and public reads
-    /// need no token. `resources/list` always needs one once an inventory
-    /// source exists.
-    pub public_discovery: bool,
-    /// This server's canonical resource URL (RFC 8707 audience). Default:
-    /// `http://LISTEN/ENDPOINT`.
-    pub resource: Option<String>,
-    /// Authorization servers advertised in the protected-resource metadata.
-    pub authorization_servers: Vec<String>,
-    /// Claim that holds the user id.
-    pub subject_claim: String,
-    /// Clock skew tolerated on `exp`/`nbf`.
-    pub leeway_s: u64,
-    /// Tokens longer than this are rejected without parsing.
-    pub max_token_bytes: usize,
-    /// Verified tokens remembered (by hash) until they expire.
-    pub cache_entries: usize,
-    /// A remembered token is re-verified after at most this long, even if
-    /// its `exp` is later (0: never remembered).
-    pub cache_max_age_s: u64,
-    pub jwt: Option<JwtConfig>,
-    pub introspection: Option<IntrospectionConfig>,
+impl std::fmt::Display for AuthMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AuthMode::None => "none",
+            AuthMode::Dev => "dev",
+            AuthMode::Jwt => "jwt",
+            AuthMode::Introspection => "introspection",
+        })
+    }
 }
 
-impl Default for AuthConfig {
+/// `[auth]` as written: `mode` names the verifier, and `[auth.jwt]` or
+/// `[auth.introspection]` holds its settings. Checked into [`AuthConfig`]
+/// while parsing, so a mode without its table (or a table its mode does not
+/// read) never reaches the server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct AuthFile {
+    mode: AuthMode,
+    public_discovery: bool,
+    resource: Option<String>,
+    authorization_servers: Vec<String>,
+    subject_claim: String,
+    leeway_s: u64,
+    max_token_bytes: usize,
+    cache_entries: usize,
+    cache_max_age_s: u64,
+    jwt: Option<JwtFile>,
+    introspection: Option<IntrospectionConfig>,
+}
+
+impl Default for AuthFile {
     fn default() -> Self {
         Self {
             mode: AuthMode::None,
@@ -660,20 +663,196 @@ impl Default for AuthConfig {
     }
 }
 
+/// Why an `[auth]` section cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AuthConfigError {
+    #[error("auth.mode = \"{mode}\" needs [{table}]")]
+    TableMissing { mode: AuthMode, table: &'static str },
+    #[error("[{table}] is set but auth.mode = \"{mode}\" does not read it")]
+    TableUnused { mode: AuthMode, table: &'static str },
+    #[error("[auth.jwt] needs exactly one of jwks_file or jwks_url")]
+    JwksSource,
+    #[error(
+        "[auth.jwt] jwks_refresh_interval_s must be at least {MIN_JWKS_REFRESH_INTERVAL_S}, got {0}"
+    )]
+    JwksRefreshInterval(u64),
+    #[error("auth.introspection.max_concurrent must be positive")]
+    IntrospectionConcurrency,
+    #[error("[auth] authorization_servers must list at least one server")]
+    NoAuthorizationServer,
+}
+
+/// `[auth]`, checked: the verifier with the settings only it has, and what
+/// every verifier shares.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "AuthFile")]
+pub struct AuthConfig {
+    pub method: AuthMethod,
+    /// When true, initialize/discover/ping/templates/list and public reads
+    /// need no token. `resources/list` always needs one once an inventory
+    /// source exists.
+    pub public_discovery: bool,
+    /// This server's canonical resource URL (RFC 8707 audience). Default:
+    /// `http://LISTEN/ENDPOINT`.
+    pub resource: Option<String>,
+    /// Authorization servers advertised in the protected-resource metadata.
+    /// Dev mode may leave it empty (it advertises the server's own origin);
+    /// `jwt` and `introspection` must list one.
+    pub authorization_servers: Vec<String>,
+    /// Claim that holds the user id.
+    pub subject_claim: String,
+    /// Clock skew tolerated on `exp`/`nbf`.
+    pub leeway_s: u64,
+    /// Tokens longer than this are rejected without parsing.
+    pub max_token_bytes: usize,
+    /// Verified tokens remembered (by hash) until they expire.
+    pub cache_entries: usize,
+    /// A remembered token is re-verified after at most this long, even if
+    /// its `exp` is later (0: never remembered).
+    pub cache_max_age_s: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self::with_method(AuthMethod::None, AuthFile::default())
+    }
+}
+
+/// How tokens are verified, with the settings of that way only.
+#[derive(Debug, Clone)]
+pub enum AuthMethod {
+    /// No tokens at all: only valid when no source exports `inventory` and
+    /// no resource is protected.
+    None,
+    /// HS256 tokens minted by `emseepea token` with a secret kept in the state dir.
+    Dev,
+    /// JWS access tokens verified with a JWKS.
+    Jwt(JwtConfig),
+    /// RFC 7662 token introspection.
+    Introspection(IntrospectionConfig),
+}
+
+impl AuthMethod {
+    pub fn mode(&self) -> AuthMode {
+        match self {
+            AuthMethod::None => AuthMode::None,
+            AuthMethod::Dev => AuthMode::Dev,
+            AuthMethod::Jwt(_) => AuthMode::Jwt,
+            AuthMethod::Introspection(_) => AuthMode::Introspection,
+        }
+    }
+}
+
+impl TryFrom<AuthFile> for AuthConfig {
+    type Error = AuthConfigError;
+
+    fn try_from(mut f: AuthFile) -> Result<Self, AuthConfigError> {
+        let unused = |table: &'static str| AuthConfigError::TableUnused {
+            mode: f.mode,
+            table,
+        };
+        let missing = |table: &'static str| AuthConfigError::TableMissing {
+            mode: f.mode,
+            table,
+        };
+        let method = match (f.mode, f.jwt.take(), f.introspection.take()) {
+            (AuthMode::None, None, None) => AuthMethod::None,
+            (AuthMode::Dev, None, None) => AuthMethod::Dev,
+            (AuthMode::Jwt, Some(jwt), None) => AuthMethod::Jwt(jwt.try_into()?),
+            (AuthMode::Introspection, None, Some(i)) if i.max_concurrent == 0 => {
+                return Err(AuthConfigError::IntrospectionConcurrency);
+            }
+            (AuthMode::Introspection, None, Some(i)) => AuthMethod::Introspection(i),
+            (AuthMode::Jwt, None, _) => return Err(missing("auth.jwt")),
+            (AuthMode::Introspection, _, None) => return Err(missing("auth.introspection")),
+            (AuthMode::Jwt, Some(_), Some(_)) => return Err(unused("auth.introspection")),
+            (_, Some(_), _) => return Err(unused("auth.jwt")),
+            (_, None, Some(_)) => return Err(unused("auth.introspection")),
+        };
+        // Dev mode advertises the server's own origin when none is listed.
+        if matches!(method, AuthMethod::Jwt(_) | AuthMethod::Introspection(_))
+            && f.authorization_servers.is_empty()
+        {
+            return Err(AuthConfigError::NoAuthorizationServer);
+        }
+        Ok(Self::with_method(method, f))
+    }
+}
+
+impl AuthConfig {
+    /// `method` with the settings every mode shares, from `f`.
+    fn with_method(method: AuthMethod, f: AuthFile) -> Self {
+        Self {
+            method,
+            public_discovery: f.public_discovery,
+            resource: f.resource,
+            authorization_servers: f.authorization_servers,
+            subject_claim: f.subject_claim,
+            leeway_s: f.leeway_s,
+            max_token_bytes: f.max_token_bytes,
+            cache_entries: f.cache_entries,
+            cache_max_age_s: f.cache_max_age_s,
+        }
+    }
+}
+
+/// Where `[auth.jwt]` reads its keys.
+#[derive(Debug, Clone)]
+pub enum JwksSource {
+    /// A JWKS file, read once at startup (relative to the config file).
+    File(PathBuf),
+    /// A JWKS URL, fetched at startup and refreshed.
+    Url(String),
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct JwtFile {
+    issuer: String,
+    jwks_file: Option<PathBuf>,
+    jwks_url: Option<String>,
+    #[serde(default = "default_jwks_refresh_s")]
+    jwks_refresh_interval_s: u64,
+    #[serde(default = "default_fetch_timeout_ms")]
+    jwks_timeout_ms: u64,
+    required_typ: Option<String>,
+}
+
+/// `[auth.jwt]`, checked.
+#[derive(Debug, Clone)]
 pub struct JwtConfig {
     pub issuer: String,
-    pub jwks_file: Option<PathBuf>,
-    pub jwks_url: Option<String>,
+    pub jwks: JwksSource,
     /// The JWKS is refetched every this many seconds, and on an unknown
     /// `kid` (at most once per interval). At least [`MIN_JWKS_REFRESH_INTERVAL_S`].
-    #[serde(default = "default_jwks_refresh_s")]
     pub jwks_refresh_interval_s: u64,
-    #[serde(default = "default_fetch_timeout_ms")]
     pub jwks_timeout_ms: u64,
     /// If set, the JOSE `typ` header must equal it (e.g. `at+jwt`, RFC 9068).
     pub required_typ: Option<String>,
+}
+
+impl TryFrom<JwtFile> for JwtConfig {
+    type Error = AuthConfigError;
+
+    fn try_from(f: JwtFile) -> Result<Self, AuthConfigError> {
+        let jwks = match (f.jwks_file, f.jwks_url) {
+            (Some(file), None) => JwksSource::File(file),
+            (None, Some(url)) => JwksSource::Url(url),
+            _ => return Err(AuthConfigError::JwksSource),
+        };
+        if f.jwks_refresh_interval_s < MIN_JWKS_REFRESH_INTERVAL_S {
+            return Err(AuthConfigError::JwksRefreshInterval(
+                f.jwks_refresh_interval_s,
+            ));
+        }
+        Ok(Self {
+            issuer: f.issuer,
+            jwks,
+            jwks_refresh_interval_s: f.jwks_refresh_interval_s,
+            jwks_timeout_ms: f.jwks_timeout_ms,
+            required_typ: f.required_typ,
+        })
+    }
 }
 
 fn default_jwks_refresh_s() -> u64 {
@@ -721,25 +900,78 @@ pub enum AccessConfig {
     Protected,
 }
 
-/// A static resource from the config (`[[resources]]`).
+/// A `[[resources]]` entry as written: its body is one of `text`, `blob`
+/// or `file`, checked into [`StaticResourceConfig`] while parsing.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct StaticResourceFile {
+    uri: String,
+    name: String,
+    title: Option<String>,
+    description: Option<String>,
+    mime_type: Option<String>,
+    #[serde(default)]
+    access: AccessConfig,
+    #[serde(default)]
+    required_scopes: Vec<String>,
+    text: Option<String>,
+    blob: Option<String>,
+    file: Option<PathBuf>,
+}
+
+/// A static resource from the config (`[[resources]]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "StaticResourceFile")]
 pub struct StaticResourceConfig {
     pub uri: String,
     pub name: String,
     pub title: Option<String>,
     pub description: Option<String>,
     pub mime_type: Option<String>,
-    #[serde(default)]
     pub access: AccessConfig,
-    #[serde(default)]
     pub required_scopes: Vec<String>,
+    pub body: StaticBody,
+}
+
+/// Where a static resource's content comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaticBody {
     /// Inline text content.
-    pub text: Option<String>,
+    Text(String),
     /// Inline binary content, base64.
-    pub blob: Option<String>,
+    Blob(String),
     /// Content read from a file at startup (relative to the config file).
-    pub file: Option<PathBuf>,
+    File(PathBuf),
+}
+
+/// A `[[resources]]` entry without exactly one body.
+#[derive(Debug, thiserror::Error)]
+#[error("resource {uri}: exactly one of text, blob or file is required")]
+pub struct StaticBodyError {
+    uri: String,
+}
+
+impl TryFrom<StaticResourceFile> for StaticResourceConfig {
+    type Error = StaticBodyError;
+
+    fn try_from(f: StaticResourceFile) -> Result<Self, StaticBodyError> {
+        let body = match (f.text, f.blob, f.file) {
+            (Some(text), None, None) => StaticBody::Text(text),
+            (None, Some(blob), None) => StaticBody::Blob(blob),
+            (None, None, Some(file)) => StaticBody::File(file),
+            _ => return Err(StaticBodyError { uri: f.uri }),
+        };
+        Ok(Self {
+            uri: f.uri,
+            name: f.name,
+            title: f.title,
+            description: f.description,
+            mime_type: f.mime_type,
+            access: f.access,
+            required_scopes: f.required_scopes,
+            body,
+        })
+    }
 }
 
 /// `[databases.LABEL]`: defined by the SQL capability, which owns it.
@@ -825,8 +1057,8 @@ impl Config {
             None => config.state_dir.join(DEFAULT_CACHE_KEY_FILE),
         });
         for resource in &mut config.resources {
-            if let Some(file) = &resource.file {
-                resource.file = Some(base.join(file));
+            if let StaticBody::File(file) = &mut resource.body {
+                *file = base.join(&*file);
             }
         }
         for db in config.databases.values_mut() {
@@ -842,130 +1074,79 @@ impl Config {
         for dir in config.directories.values_mut() {
             dir.path = base.join(&dir.path);
         }
-        if let Some(jwt) = &mut config.auth.jwt
-            && let Some(file) = &jwt.jwks_file
+        if let AuthMethod::Jwt(JwtConfig {
+            jwks: JwksSource::File(file),
+            ..
+        }) = &mut config.auth.method
         {
-            jwt.jwks_file = Some(base.join(file));
+            *file = base.join(&*file);
         }
-        config.validate().map_err(|message| ConfigError::Invalid {
+        config.validate().map_err(|problem| ConfigError::Invalid {
             path: path.to_owned(),
-            message,
+            problem,
         })?;
         Ok(config)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ConfigProblem> {
+        use ConfigProblem::NotPositive;
         if let Some(r) = self.traces.sample_ratio
             && !(0.0..=1.0).contains(&r)
         {
-            return Err(format!("traces.sample_ratio must be 0.0..=1.0, got {r}"));
+            return Err(ConfigProblem::SampleRatio(r));
         }
         let p = &self.list_pagination;
         if p.page_size == 0 || p.page_size > MAX_PAGE_SIZE {
-            return Err(format!(
-                "list_pagination.page_size must be 1..={MAX_PAGE_SIZE}, got {}",
-                p.page_size
-            ));
+            return Err(ConfigProblem::PageSize(p.page_size));
         }
         if p.max_page_bytes < 1024 || self.max_application_result_bytes < 1024 {
-            return Err("list_pagination.max_page_bytes and max_application_result_bytes must be at least 1024".into());
-        }
-        if !self.http.endpoint.starts_with('/') {
-            return Err(format!(
-                "http.endpoint must start with '/', got {:?}",
-                self.http.endpoint
-            ));
-        }
-        if self.http.request_timeout_ms == 0 {
-            return Err("http.request_timeout_ms must be positive".into());
+            return Err(ConfigProblem::PageBytes);
         }
         let h = &self.http;
+        if !h.endpoint.starts_with('/') {
+            return Err(ConfigProblem::Endpoint(h.endpoint.clone()));
+        }
+        if h.request_timeout_ms == 0 {
+            return Err(NotPositive("http.request_timeout_ms"));
+        }
         if h.body_timeout_ms == 0 || h.max_batch_items == 0 || h.max_unauthenticated_body_bytes == 0
         {
-            return Err("http.body_timeout_ms, http.max_batch_items and http.max_unauthenticated_body_bytes must be positive".into());
-        }
-        if self.runtime.epoch_tick_us == 0 || self.runtime.max_concurrent_calls == 0 {
-            return Err(
-                "runtime.epoch_tick_us and runtime.max_concurrent_calls must be positive".into(),
-            );
-        }
-        if self.runtime.guest_threads > MAX_GUEST_THREADS {
-            return Err(format!(
-                "runtime.guest_threads must be at most {MAX_GUEST_THREADS}"
+            return Err(NotPositive(
+                "http.body_timeout_ms, http.max_batch_items and http.max_unauthenticated_body_bytes",
             ));
         }
-        if self.runtime.standby_instances > MAX_STANDBY_INSTANCES {
-            return Err(format!(
-                "runtime.standby_instances must be at most {MAX_STANDBY_INSTANCES}"
+        let r = &self.runtime;
+        if r.epoch_tick_us == 0 || r.max_concurrent_calls == 0 {
+            return Err(NotPositive(
+                "runtime.epoch_tick_us and runtime.max_concurrent_calls",
             ));
         }
-        if self.runtime.max_calls_per_caller == Some(0)
-            || self.runtime.max_calls_per_source == Some(0)
-        {
-            return Err(
-                "runtime.max_calls_per_caller and runtime.max_calls_per_source must be positive"
-                    .into(),
-            );
+        if r.guest_threads > MAX_GUEST_THREADS {
+            return Err(ConfigProblem::GuestThreads);
         }
-        let h = &self.http;
+        if r.standby_instances > MAX_STANDBY_INSTANCES {
+            return Err(ConfigProblem::StandbyInstances);
+        }
+        if r.max_calls_per_caller == Some(0) || r.max_calls_per_source == Some(0) {
+            return Err(NotPositive(
+                "runtime.max_calls_per_caller and runtime.max_calls_per_source",
+            ));
+        }
         if h.max_connections == 0
             || h.max_connections_per_peer == 0
             || h.max_sessions_per_principal == 0
             || h.max_anonymous_sessions == 0
         {
-            return Err("http.max_connections, max_connections_per_peer, max_sessions_per_principal and max_anonymous_sessions must be positive".into());
-        }
-        if let Some(i) = &self.auth.introspection
-            && i.max_concurrent == 0
-        {
-            return Err("auth.introspection.max_concurrent must be positive".into());
-        }
-        check_budget("budget", &self.budget, self.runtime.max_memory_bytes)?;
-        for (i, r) in self.resources.iter().enumerate() {
-            let bodies = [r.text.is_some(), r.blob.is_some(), r.file.is_some()]
-                .iter()
-                .filter(|b| **b)
-                .count();
-            if bodies != 1 {
-                return Err(format!(
-                    "resources[{i}] ({}): exactly one of text, blob or file is required",
-                    r.uri
-                ));
-            }
-        }
-        match self.auth.mode {
-            AuthMode::Jwt if self.auth.jwt.is_none() => {
-                return Err("auth.mode = \"jwt\" needs [auth.jwt]".into());
-            }
-            AuthMode::Jwt => {
-                let jwt = self.auth.jwt.as_ref().unwrap();
-                if jwt.jwks_file.is_some() == jwt.jwks_url.is_some() {
-                    return Err("[auth.jwt] needs exactly one of jwks_file or jwks_url".into());
-                }
-                if jwt.jwks_refresh_interval_s < MIN_JWKS_REFRESH_INTERVAL_S {
-                    return Err(format!(
-                        "[auth.jwt] jwks_refresh_interval_s must be at least {MIN_JWKS_REFRESH_INTERVAL_S}, got {}",
-                        jwt.jwks_refresh_interval_s
-                    ));
-                }
-            }
-            AuthMode::Introspection if self.auth.introspection.is_none() => {
-                return Err("auth.mode = \"introspection\" needs [auth.introspection]".into());
-            }
-            _ => {}
-        }
-        // Dev mode advertises the server's own origin when none is listed.
-        if matches!(self.auth.mode, AuthMode::Jwt | AuthMode::Introspection)
-            && self.auth.authorization_servers.is_empty()
-        {
-            return Err("[auth] authorization_servers must list at least one server".into());
-        }
-        if self.cache_key_file().starts_with(self.cache_dir()) {
-            return Err(format!(
-                "cache_key_file {} is inside cache_dir {}: the key must live where cache writers cannot read it",
-                self.cache_key_file().display(),
-                self.cache_dir().display()
+            return Err(NotPositive(
+                "http.max_connections, max_connections_per_peer, max_sessions_per_principal and max_anonymous_sessions",
             ));
+        }
+        check_budget(&self.budget, r.max_memory_bytes)?;
+        if self.cache_key_file().starts_with(self.cache_dir()) {
+            return Err(ConfigProblem::KeyInsideCache {
+                key: self.cache_key_file(),
+                dir: self.cache_dir(),
+            });
         }
         Ok(())
     }
@@ -1000,19 +1181,58 @@ impl Config {
     }
 }
 
-pub fn check_budget(what: &str, budget: &BudgetConfig, max_memory: u64) -> Result<(), String> {
+pub fn check_budget(budget: &BudgetConfig, max_memory: u64) -> Result<(), BudgetProblem> {
     if budget.fuel == 0 || budget.max_duration_ms == 0 || budget.memory_bytes == 0 {
-        return Err(format!(
-            "{what}: fuel, max_duration_ms and memory_bytes must be positive"
-        ));
+        return Err(BudgetProblem::NotPositive);
     }
     if budget.memory_bytes > max_memory {
-        return Err(format!(
-            "{what}: memory_bytes {} exceeds runtime.max_memory_bytes {max_memory}",
-            budget.memory_bytes
-        ));
+        return Err(BudgetProblem::OverMemory {
+            memory_bytes: budget.memory_bytes,
+            max_memory_bytes: max_memory,
+        });
     }
     Ok(())
+}
+
+/// What [`Config::validate`] refuses, each a setting out of its range.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigProblem {
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    #[error("traces.sample_ratio must be 0.0..=1.0, got {0}")]
+    SampleRatio(f64),
+    #[error("list_pagination.page_size must be 1..={MAX_PAGE_SIZE}, got {0}")]
+    PageSize(u32),
+    #[error(
+        "list_pagination.max_page_bytes and max_application_result_bytes must be at least 1024"
+    )]
+    PageBytes,
+    #[error("http.endpoint must start with '/', got {0:?}")]
+    Endpoint(String),
+    #[error("runtime.guest_threads must be at most {MAX_GUEST_THREADS}")]
+    GuestThreads,
+    #[error("runtime.standby_instances must be at most {MAX_STANDBY_INSTANCES}")]
+    StandbyInstances,
+    #[error("budget: {0}")]
+    Budget(#[from] BudgetProblem),
+    #[error(
+        "cache_key_file {} is inside cache_dir {}: the key must live where cache writers cannot read it",
+        key.display(),
+        dir.display()
+    )]
+    KeyInsideCache { key: PathBuf, dir: PathBuf },
+}
+
+/// A `[budget]` (the server's, or a source manifest's after it applies).
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetProblem {
+    #[error("fuel, max_duration_ms and memory_bytes must be positive")]
+    NotPositive,
+    #[error("memory_bytes {memory_bytes} exceeds runtime.max_memory_bytes {max_memory_bytes}")]
+    OverMemory {
+        memory_bytes: u64,
+        max_memory_bytes: u64,
+    },
 }
 
 impl SourceManifest {
@@ -1042,9 +1262,8 @@ impl ConfigError {
     pub fn reason(&self) -> String {
         match self {
             ConfigError::Read { source, .. } => source.to_string(),
-            ConfigError::Parse { message, .. } | ConfigError::Invalid { message, .. } => {
-                message.clone()
-            }
+            ConfigError::Parse { message, .. } => message.clone(),
+            ConfigError::Invalid { problem, .. } => problem.to_string(),
         }
     }
 }
@@ -1147,6 +1366,116 @@ mod tests {
         assert_eq!(c.runtime.standby_instances, DEFAULT_STANDBY_INSTANCES);
     }
 
+    /// Each mode reads its own table: a mode without it, or a table the mode
+    /// would silently ignore (an operator who set `[auth.jwt]` but left
+    /// `mode = "dev"`), stops startup with the reason.
+    #[test]
+    fn each_auth_mode_reads_its_own_table_only() {
+        const BASE: &str = "sources_dir = 's'\nstate_dir = 't'\n";
+        const JWT: &str = "[auth.jwt]\nissuer = 'i'\njwks_file = 'k.json'\n";
+        const INTROSPECTION: &str = "[auth.introspection]\nendpoint = 'https://as/i'\nclient_id = 'c'\nclient_secret = 's'\n";
+        let with = |mode: &str, tables: &str| {
+            parse(&format!(
+                "{BASE}[auth]\nmode = '{mode}'\nauthorization_servers = ['https://as']\n{tables}"
+            ))
+        };
+        let refused = [
+            ("jwt", "", "auth.mode = \"jwt\" needs [auth.jwt]"),
+            ("introspection", "", "needs [auth.introspection]"),
+            (
+                "dev",
+                JWT,
+                "[auth.jwt] is set but auth.mode = \"dev\" does not read it",
+            ),
+            ("none", JWT, "[auth.jwt] is set"),
+            ("dev", INTROSPECTION, "[auth.introspection] is set"),
+            ("jwt", INTROSPECTION, "needs [auth.jwt]"),
+            ("introspection", JWT, "needs [auth.introspection]"),
+        ];
+        for (mode, tables, reason) in refused {
+            let e = with(mode, tables).unwrap_err();
+            assert!(e.to_string().contains(reason), "{mode} {tables:?}: {e}");
+        }
+        let both = format!("{JWT}{INTROSPECTION}");
+        let e = with("jwt", &both).unwrap_err();
+        assert!(e.to_string().contains("[auth.introspection] is set"), "{e}");
+        let e = with("introspection", &both).unwrap_err();
+        assert!(e.to_string().contains("[auth.jwt] is set"), "{e}");
+        let e = with("jwt", "[auth.jwt]\nissuer = 'i'\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("exactly one of jwks_file or jwks_url"),
+            "{e}"
+        );
+        let e = with(
+            "jwt",
+            "[auth.jwt]\nissuer = 'i'\njwks_file = 'k.json'\njwks_url = 'https://as/k'\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("exactly one of jwks_file or jwks_url"),
+            "{e}"
+        );
+        let e = with(
+            "introspection",
+            &format!("{INTROSPECTION}max_concurrent = 0\n"),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("max_concurrent must be positive"),
+            "{e}"
+        );
+
+        assert!(matches!(
+            with("dev", "").unwrap().auth.method,
+            AuthMethod::Dev
+        ));
+        assert!(matches!(parse(BASE).unwrap().auth.method, AuthMethod::None));
+        let c = with("jwt", JWT).unwrap();
+        let AuthMethod::Jwt(JwtConfig {
+            jwks: JwksSource::File(file),
+            ..
+        }) = &c.auth.method
+        else {
+            panic!("{:?}", c.auth.method)
+        };
+        // Relative to the config file, like every other path in it.
+        assert_eq!(file, &c.file.parent().unwrap().join("k.json"));
+        let c = with("introspection", INTROSPECTION).unwrap();
+        assert!(matches!(&c.auth.method, AuthMethod::Introspection(i) if i.client_id == "c"));
+    }
+
+    #[test]
+    fn a_static_resource_has_exactly_one_body() {
+        let with = |body: &str| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[[resources]]\nuri = 'test://a'\nname = 'a'\n{body}"
+            ))
+        };
+        for body in [
+            "",
+            "text = 'x'\nblob = 'eA=='\n",
+            "text = 'x'\nfile = 'f.txt'\n",
+        ] {
+            let e = with(body).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("resource test://a: exactly one of text, blob or file is required"),
+                "{body:?}: {e}"
+            );
+        }
+        let c = with("file = 'f.txt'\n").unwrap();
+        assert_eq!(
+            c.resources[0].body,
+            StaticBody::File(c.file.parent().unwrap().join("f.txt"))
+        );
+        assert_eq!(
+            with("blob = 'eA=='\n").unwrap().resources[0].body,
+            StaticBody::Blob("eA==".into())
+        );
+    }
+
     #[test]
     fn credentials_settings_are_checked() {
         let jwt = |extra: &str| {
@@ -1166,7 +1495,10 @@ mod tests {
             "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'jwt'\nauthorization_servers = ['https://as']\n[auth.jwt]\nissuer = 'i'\njwks_file = 'k.json'\njwks_refresh_interval_s = 1\n",
         )
         .unwrap();
-        assert_eq!(c.auth.jwt.unwrap().jwks_refresh_interval_s, 1);
+        let AuthMethod::Jwt(jwt) = c.auth.method else {
+            panic!("mode jwt reads [auth.jwt]")
+        };
+        assert_eq!(jwt.jwks_refresh_interval_s, 1);
         let e = parse(
             "sources_dir = 's'\nstate_dir = 't'\ncache_dir = 'c'\ncache_key_file = 'c/key'\n",
         )

@@ -3,7 +3,7 @@
 
 use crate::admin::{self, Health, Phase};
 use crate::auth::{Auth, Credentials};
-use crate::config::{AuthMode, Config};
+use crate::config::{AuthMethod, Config};
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
 use crate::listener::{AcceptFailures, ConnectionLimits, RateLimitedLog, repoll_self_wakes};
 use crate::mcp::model::template_listing;
@@ -57,7 +57,7 @@ pub async fn load(config: Config) -> anyhow::Result<Loaded> {
             .iter()
             .any(|s| s.definition.access == Access::Protected)
         || statics.items.iter().any(|s| s.access == Access::Protected);
-    if needs_auth && config.auth.mode == AuthMode::None {
+    if needs_auth && matches!(config.auth.method, AuthMethod::None) {
         anyhow::bail!(
             "{}: protected templates, inventory sources or protected resources need authentication: set [auth] mode (\"dev\", \"jwt\" or \"introspection\")",
             config.file.display()
@@ -122,7 +122,7 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
         ..
     } = loaded;
     let auth = Auth::with_credentials(&config, credentials, resource.clone(), scopes)?;
-    if config.auth.mode == AuthMode::Dev {
+    if matches!(config.auth.method, AuthMethod::Dev) {
         tracing::warn!(
             "auth mode \"dev\": tokens are minted by `emseepea token` with a local secret; never use this in production"
         );

@@ -14,7 +14,7 @@ pub mod verifier;
 
 pub use principal::{Principal, valid_subject};
 
-use crate::config::{AuthMode, Config};
+use crate::config::{AuthMethod, Config};
 use cache::TokenCache;
 use http::HeaderMap;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ impl AuthError {
 }
 
 pub struct Auth {
-    mode: AuthMode,
+    /// `None` in mode `none`: no token is ever verified.
     verifier: Option<Verifier>,
     cache: TokenCache,
     /// This server's canonical resource URL: the audience tokens must carry.
@@ -110,20 +110,19 @@ impl Auth {
         }
         let metadata_url = metadata::url_for(&resource);
         Ok(Self {
-            mode: a.mode,
             verifier,
             cache: TokenCache::new(a.cache_entries, a.cache_max_age_s),
             metadata: metadata::document(&resource, &authorization_servers, &scopes),
             metadata_url,
             resource,
-            public_discovery: a.public_discovery || a.mode == AuthMode::None,
+            public_discovery: a.public_discovery || matches!(a.method, AuthMethod::None),
             max_token_bytes: a.max_token_bytes,
         })
     }
 
     /// Whether tokens are verified at all.
     pub fn enabled(&self) -> bool {
-        self.mode != AuthMode::None
+        self.verifier.is_some()
     }
 
     /// The protected-resource metadata document (RFC 9728), if auth is on.
@@ -137,9 +136,9 @@ impl Auth {
         headers: &HeaderMap,
         query: Option<&str>,
     ) -> Result<Option<Arc<Principal>>, AuthError> {
-        if !self.enabled() {
+        let Some(verifier) = &self.verifier else {
             return Ok(None);
-        }
+        };
         // "Access tokens MUST NOT be included in the URI query string."
         if query.is_some_and(has_query_token) {
             return Err(AuthError::QueryToken);
@@ -159,7 +158,6 @@ impl Auth {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(AuthError::Malformed);
         }
-        let verifier = self.verifier.as_ref().expect("enabled implies a verifier");
         // Read before verifying: a principal verified against keys that were
         // replaced meanwhile is remembered under the old generation, so never
         // returned.

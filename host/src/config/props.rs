@@ -238,7 +238,7 @@ proptest! {
         prop_assert_eq!(c.list_pagination.page_size, v.page_size);
         prop_assert_eq!(c.list_pagination.max_page_bytes, v.max_page_bytes);
         prop_assert_eq!(c.max_application_result_bytes, v.max_application_result_bytes);
-        prop_assert_eq!(c.auth.mode, v.mode);
+        prop_assert_eq!(c.auth.method.mode(), v.mode);
         prop_assert_eq!(&c.auth.subject_claim, &v.subject_claim);
         prop_assert_eq!(c.auth.leeway_s, v.leeway_s);
         prop_assert_eq!(&c.instructions, &v.instructions);
@@ -246,7 +246,7 @@ proptest! {
         for (r, (uri, name, body, protected)) in c.resources.iter().zip(&v.resources) {
             prop_assert_eq!(&r.uri, uri);
             prop_assert_eq!(&r.name, name);
-            prop_assert_eq!(r.text.as_ref(), Some(body));
+            prop_assert_eq!(&r.body, &StaticBody::Text(body.clone()));
             let access = if *protected { AccessConfig::Protected } else { AccessConfig::Public };
             prop_assert_eq!(r.access, access);
         }

@@ -3,12 +3,44 @@
 
 use crate::config::{
     AccessConfig, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_REQUIRED_SCOPES, MAX_SCOPE_LEN, MAX_URI_LEN,
-    StaticResourceConfig,
+    StaticBody, StaticResourceConfig,
 };
 use crate::fields;
 use crate::runtime::Access;
 use base64::Engine as _;
 use serde::Serialize;
+
+/// Why a `[[resources]]` entry cannot be served; startup stops on it.
+#[derive(Debug, thiserror::Error)]
+#[error("resources[{index}] ({uri}): {problem}")]
+pub struct StaticResourceError {
+    pub index: usize,
+    pub uri: String,
+    pub problem: StaticProblem,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StaticProblem {
+    #[error("uri must be an absolute URI of at most {MAX_URI_LEN} characters")]
+    Uri,
+    #[error("duplicate uri")]
+    DuplicateUri,
+    #[error("name longer than {MAX_NAME_LEN} characters")]
+    Name,
+    #[error("mimeType longer than {MAX_MIME_TYPE_LEN} characters")]
+    MimeType,
+    #[error("at most {MAX_REQUIRED_SCOPES} requiredScopes of at most {MAX_SCOPE_LEN} characters")]
+    Scopes,
+    #[error("requiredScopes on a public resource")]
+    ScopesOnPublic,
+    #[error("blob is not base64: {0}")]
+    Blob(base64::DecodeError),
+    #[error("cannot read file {}: {source}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
 
 #[derive(Clone, Debug)]
 pub enum StaticContent {
@@ -48,33 +80,33 @@ pub struct StaticResources {
 
 impl StaticResources {
     /// Build from the config; files are read now (a missing one stops startup).
-    pub fn load(configs: &[StaticResourceConfig]) -> Result<Self, String> {
+    pub fn load(configs: &[StaticResourceConfig]) -> Result<Self, StaticResourceError> {
         let mut items: Vec<StaticResource> = Vec::new();
-        for (i, c) in configs.iter().enumerate() {
-            let at = format!("resources[{i}] ({})", c.uri);
+        for (index, c) in configs.iter().enumerate() {
+            let fail = |problem| StaticResourceError {
+                index,
+                uri: c.uri.clone(),
+                problem,
+            };
             if !fields::uri_ok(&c.uri)
                 || !c.uri.contains(':')
                 || c.uri
                     .chars()
                     .any(|ch| ch.is_whitespace() || ch.is_control())
             {
-                return Err(format!(
-                    "{at}: uri must be an absolute URI of at most {MAX_URI_LEN} characters"
-                ));
+                return Err(fail(StaticProblem::Uri));
             }
             if items.iter().any(|s| s.uri == c.uri) {
-                return Err(format!("{at}: duplicate uri"));
+                return Err(fail(StaticProblem::DuplicateUri));
             }
             if !fields::name_ok(&c.name) {
-                return Err(format!("{at}: name longer than {MAX_NAME_LEN} characters"));
+                return Err(fail(StaticProblem::Name));
             }
             if c.mime_type
                 .as_deref()
                 .is_some_and(|m| !fields::mime_type_ok(m))
             {
-                return Err(format!(
-                    "{at}: mimeType longer than {MAX_MIME_TYPE_LEN} characters"
-                ));
+                return Err(fail(StaticProblem::MimeType));
             }
             let access = match c.access {
                 AccessConfig::Public => Access::Public,
@@ -84,31 +116,32 @@ impl StaticResources {
             if c.required_scopes.len() > MAX_REQUIRED_SCOPES
                 || c.required_scopes.iter().any(|s| s.len() > MAX_SCOPE_LEN)
             {
-                return Err(format!(
-                    "{at}: at most {MAX_REQUIRED_SCOPES} requiredScopes of at most {MAX_SCOPE_LEN} characters"
-                ));
+                return Err(fail(StaticProblem::Scopes));
             }
             if access == Access::Public && !c.required_scopes.is_empty() {
-                return Err(format!("{at}: requiredScopes on a public resource"));
+                return Err(fail(StaticProblem::ScopesOnPublic));
             }
-            let content = if let Some(text) = &c.text {
-                StaticContent::Text(text.clone())
-            } else if let Some(blob) = &c.blob {
-                StaticContent::Blob(
+            let content = match &c.body {
+                StaticBody::Text(text) => StaticContent::Text(text.clone()),
+                StaticBody::Blob(blob) => StaticContent::Blob(
                     base64::engine::general_purpose::STANDARD
                         .decode(blob)
-                        .map_err(|e| format!("{at}: blob is not base64: {e}"))?,
-                )
-            } else {
-                let file = c.file.as_ref().expect("validated: one of text, blob, file");
-                let bytes = std::fs::read(file)
-                    .map_err(|e| format!("{at}: cannot read file {}: {e}", file.display()))?;
-                match String::from_utf8(bytes) {
-                    Ok(text) if !c.mime_type.as_deref().is_some_and(is_binary_mime) => {
-                        StaticContent::Text(text)
+                        .map_err(|e| fail(StaticProblem::Blob(e)))?,
+                ),
+                StaticBody::File(path) => {
+                    let bytes = std::fs::read(path).map_err(|source| {
+                        fail(StaticProblem::File {
+                            path: path.clone(),
+                            source,
+                        })
+                    })?;
+                    match String::from_utf8(bytes) {
+                        Ok(text) if !c.mime_type.as_deref().is_some_and(is_binary_mime) => {
+                            StaticContent::Text(text)
+                        }
+                        Ok(text) => StaticContent::Blob(text.into_bytes()),
+                        Err(e) => StaticContent::Blob(e.into_bytes()),
                     }
-                    Ok(text) => StaticContent::Blob(text.into_bytes()),
-                    Err(e) => StaticContent::Blob(e.into_bytes()),
                 }
             };
             let size = match &content {
@@ -165,9 +198,7 @@ mod tests {
             mime_type: Some("text/plain".into()),
             access: AccessConfig::Public,
             required_scopes: vec![],
-            text: Some("hello".into()),
-            blob: None,
-            file: None,
+            body: StaticBody::Text("hello".into()),
         }
     }
 
@@ -178,16 +209,25 @@ mod tests {
             s.items[0].listing.get(),
             r#"{"uri":"test://a","name":"n","title":"T","mimeType":"text/plain","size":5}"#
         );
-        assert!(
+        assert!(matches!(
             StaticResources::load(&[cfg("test://a"), cfg("test://a")])
                 .unwrap_err()
-                .contains("duplicate")
-        );
-        assert!(StaticResources::load(&[cfg("no scheme")]).is_err());
+                .problem,
+            StaticProblem::DuplicateUri
+        ));
+        assert!(matches!(
+            StaticResources::load(&[cfg("no scheme")])
+                .unwrap_err()
+                .problem,
+            StaticProblem::Uri
+        ));
         let mut missing = cfg("test://b");
-        missing.text = None;
-        missing.file = Some("/nonexistent/emseepea/file.txt".into());
+        missing.body = StaticBody::File("/nonexistent/emseepea/file.txt".into());
         let e = StaticResources::load(&[missing]).unwrap_err();
-        assert!(e.contains("/nonexistent/emseepea/file.txt"), "{e}");
+        assert!(matches!(e.problem, StaticProblem::File { .. }), "{e}");
+        assert!(
+            e.to_string().contains("/nonexistent/emseepea/file.txt"),
+            "{e}"
+        );
     }
 }

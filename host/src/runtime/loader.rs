@@ -469,8 +469,8 @@ async fn load_one(
         SourceManifest::default()
     };
     let budget = manifest.budget.apply(config.budget);
-    check_budget("budget", &budget, config.runtime.max_memory_bytes)
-        .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
+    check_budget(&budget, config.runtime.max_memory_bytes)
+        .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: budget: {e}")))?;
     let source_share = config.runtime.calls_per_source();
     let max_concurrent_calls = match manifest.budget.max_concurrent_calls {
         None => source_share,

@@ -2,7 +2,7 @@
 //! run and keeps in its state directory (`dev-secret`: 32 raw bytes, 0600). `emseepea token` mints them; the
 //! server refuses them unless the config says `mode = "dev"`.
 
-use crate::config::{AuthMode, Config};
+use crate::config::{AuthMethod, Config};
 use crate::state;
 use jsonwebtoken::{EncodingKey, Header};
 use serde_json::json;
@@ -33,7 +33,7 @@ pub struct TokenRequest<'a> {
 
 /// Mint a dev token (refused unless the config is in dev mode).
 pub fn mint(config: &Config, req: &TokenRequest) -> anyhow::Result<String> {
-    if config.auth.mode != AuthMode::Dev {
+    if !matches!(config.auth.method, AuthMethod::Dev) {
         anyhow::bail!(
             "{}: tokens can only be minted when [auth] mode = \"dev\"",
             config.file.display()

@@ -6,7 +6,7 @@
 
 use super::lookups::Lookups;
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
-use crate::config::Config;
+use crate::config::{Config, IntrospectionConfig};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -26,8 +26,7 @@ pub struct Introspector {
 }
 
 impl Introspector {
-    pub fn new(config: &Config, resource: &str) -> anyhow::Result<Self> {
-        let c = config.auth.introspection.as_ref().expect("validated");
+    pub fn new(c: &IntrospectionConfig, config: &Config, resource: &str) -> anyhow::Result<Self> {
         Ok(Self {
             endpoint: c.endpoint.clone(),
             client_id: c.client_id.clone(),

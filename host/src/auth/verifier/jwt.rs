@@ -11,7 +11,7 @@
 //!   set changes, its generation changes and remembered tokens are dropped.
 
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
-use crate::config::Config;
+use crate::config::{Config, JwksSource, JwtConfig};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
@@ -140,15 +140,17 @@ async fn fetch(client: &reqwest::Client, url: &str, timeout: Duration) -> anyhow
 
 impl KeyStore {
     /// Read the JWKS file or fetch the JWKS URL (and start its refresh task).
-    pub async fn load(config: &Config) -> anyhow::Result<Arc<Self>> {
-        let jwt = config.auth.jwt.as_ref().expect("validated");
-        if let Some(file) = &jwt.jwks_file {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            let keys = parse_jwks(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            return Ok(Arc::new(Self::fixed(keys)));
-        }
-        let url = jwt.jwks_url.clone().expect("validated");
+    pub async fn load(jwt: &JwtConfig) -> anyhow::Result<Arc<Self>> {
+        let url = match &jwt.jwks {
+            JwksSource::Url(url) => url.clone(),
+            JwksSource::File(file) => {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                let keys =
+                    parse_jwks(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                return Ok(Arc::new(Self::fixed(keys)));
+            }
+        };
         let client = crate::http_client::client()?;
         let timeout = Duration::from_millis(jwt.jwks_timeout_ms);
         let text = fetch(&client, &url, timeout)
@@ -264,8 +266,12 @@ impl JwtVerifier {
     }
 
     /// The verifier of `[auth.jwt]` over keys loaded by [`KeyStore::load`].
-    pub fn from_config(store: Arc<KeyStore>, config: &Config, resource: &str) -> Self {
-        let jwt = config.auth.jwt.as_ref().expect("validated");
+    pub fn from_config(
+        store: Arc<KeyStore>,
+        jwt: &JwtConfig,
+        config: &Config,
+        resource: &str,
+    ) -> Self {
         Self::new(
             store,
             jwt.issuer.clone(),

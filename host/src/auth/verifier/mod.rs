@@ -8,7 +8,7 @@ pub mod jwt;
 pub mod lookups;
 
 use super::{Principal, valid_subject};
-use crate::config::{AuthMode, Config};
+use crate::config::{AuthMethod, Config, IntrospectionConfig, JwtConfig};
 use serde_json::{Map, Value};
 
 #[derive(Clone, Debug)]
@@ -37,18 +37,18 @@ pub enum Verifier {
 pub enum Credentials {
     None,
     Dev([u8; crate::state::SECRET_LEN]),
-    Jwt(std::sync::Arc<jwt::KeyStore>),
+    Jwt(std::sync::Arc<jwt::KeyStore>, JwtConfig),
     /// Introspection has nothing to load; its endpoint is asked per token.
-    Introspection,
+    Introspection(IntrospectionConfig),
 }
 
 impl Credentials {
     pub async fn load(config: &Config) -> anyhow::Result<Self> {
-        Ok(match config.auth.mode {
-            AuthMode::None => Credentials::None,
-            AuthMode::Dev => Credentials::Dev(dev::load_or_create_secret(&config.state_dir)?),
-            AuthMode::Jwt => Credentials::Jwt(jwt::KeyStore::load(config).await?),
-            AuthMode::Introspection => Credentials::Introspection,
+        Ok(match &config.auth.method {
+            AuthMethod::None => Credentials::None,
+            AuthMethod::Dev => Credentials::Dev(dev::load_or_create_secret(&config.state_dir)?),
+            AuthMethod::Jwt(jwt) => Credentials::Jwt(jwt::KeyStore::load(jwt).await?, jwt.clone()),
+            AuthMethod::Introspection(i) => Credentials::Introspection(i.clone()),
         })
     }
 }
@@ -68,11 +68,11 @@ impl Verifier {
                 resource,
                 config,
             )),
-            Credentials::Jwt(store) => {
-                Verifier::Jwt(jwt::JwtVerifier::from_config(store, config, resource))
+            Credentials::Jwt(store, jwt) => {
+                Verifier::Jwt(jwt::JwtVerifier::from_config(store, &jwt, config, resource))
             }
-            Credentials::Introspection => {
-                Verifier::Introspection(introspection::Introspector::new(config, resource)?)
+            Credentials::Introspection(i) => {
+                Verifier::Introspection(introspection::Introspector::new(&i, config, resource)?)
             }
         }))
     }

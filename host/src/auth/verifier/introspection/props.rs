@@ -50,11 +50,14 @@ static ENDPOINT: LazyLock<(Answer, Introspector)> = LazyLock::new(|| {
         }
     });
     let config: Config = toml::from_str(&format!(
-        "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = \"introspection\"\n\
+        "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = \"introspection\"\nauthorization_servers = [\"{ISSUER}\"]\n\
          [auth.introspection]\nendpoint = \"{url}\"\nclient_id = \"rs\"\nclient_secret = \"x\"\nissuer = \"{ISSUER}\"\n"
     ))
     .unwrap();
-    let introspector = Introspector::new(&config, RESOURCE).unwrap();
+    let crate::config::AuthMethod::Introspection(c) = &config.auth.method else {
+        unreachable!("mode introspection reads [auth.introspection]")
+    };
+    let introspector = Introspector::new(c, &config, RESOURCE).unwrap();
     (answer, introspector)
 });
 
