@@ -308,21 +308,24 @@ impl PgConnection {
             PgError::Failed("use ?N placeholders")
         })?;
         let left = remaining(deadline)?;
-        if self.poisoned.load(Ordering::Relaxed) || self.client.is_none() {
+        if self.poisoned.load(Ordering::Relaxed) {
             // The last statement was cancelled: close that connection, take another.
             if let Some(old) = self.client.take() {
                 drop(Object::take(old));
             }
             self.poisoned = Arc::new(AtomicBool::new(false));
-            self.client = Some(
-                self.db
-                    .checkout(&self.source, &self.request_id, deadline, cancel)
-                    .await?,
-            );
         }
         let at = At::of(self);
         let read_only = self.db.read_only;
-        let client: &mut tokio_postgres::Client = self.client.as_mut().expect("checked out above");
+        let client = match self.client.take() {
+            Some(client) => client,
+            None => {
+                self.db
+                    .checkout(&self.source, &self.request_id, deadline, cancel)
+                    .await?
+            }
+        };
+        let client: &mut tokio_postgres::Client = self.client.insert(client);
         let mut guard = CancelOnDrop {
             token: Some(client.cancel_token()),
             tls: self.db.tls.clone(),
