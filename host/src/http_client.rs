@@ -5,13 +5,13 @@
 
 use std::sync::{Arc, OnceLock};
 
-pub fn client() -> anyhow::Result<reqwest::Client> {
+pub fn client() -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a default crypto provider; ring is the one
     // wasmtime-wasi-http already brings.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    Ok(reqwest::Client::builder()
+    reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .build()?)
+        .build()
 }
 
 /// rustls with the ring provider and the web PKI roots, built once and

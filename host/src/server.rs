@@ -36,7 +36,7 @@ pub struct Loaded {
 pub async fn load(config: Config) -> anyhow::Result<Loaded> {
     let credentials = Credentials::load(&config)
         .await
-        .map_err(|e| anyhow::anyhow!("{}: [auth]: {e:#}", config.file.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: [auth]: {e}", config.file.display()))?;
     let statics = StaticResources::load(&config.resources)
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     let runtime = Arc::new(Runtime::new(&config.runtime)?);
@@ -121,7 +121,8 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
         credentials,
         ..
     } = loaded;
-    let auth = Auth::with_credentials(&config, credentials, resource.clone(), scopes)?;
+    let auth = Auth::with_credentials(&config, credentials, resource.clone(), scopes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     if matches!(config.auth.method, AuthMethod::Dev) {
         tracing::warn!(
             "auth mode \"dev\": tokens are minted by `emseepea token` with a local secret; never use this in production"

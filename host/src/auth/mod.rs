@@ -22,6 +22,22 @@ pub use verifier::Credentials;
 use verifier::{Verifier, VerifyError};
 
 /// Why a request's credentials were refused.
+/// Why authentication cannot be set up at startup (the server does not start).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthSetupError {
+    #[error(transparent)]
+    DevSecret(#[from] crate::state::StateError),
+    #[error(transparent)]
+    Jwks(#[from] verifier::jwt::JwksError),
+    #[error("building the introspection HTTP client: {0}")]
+    IntrospectionClient(reqwest::Error),
+    #[error(
+        "the resource URL ([auth] resource, or derived from http.endpoint) is longer than {} bytes",
+        crate::config::MAX_URI_LEN
+    )]
+    ResourceTooLong,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("no bearer token")]
@@ -76,7 +92,7 @@ impl Auth {
         config: &Config,
         resource: String,
         scopes: Vec<String>,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, AuthSetupError> {
         let credentials = Credentials::load(config).await?;
         Self::with_credentials(config, credentials, resource, scopes)
     }
@@ -88,7 +104,7 @@ impl Auth {
         credentials: Credentials,
         resource: String,
         scopes: Vec<String>,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, AuthSetupError> {
         let a = &config.auth;
         let verifier = Verifier::new(config, credentials, &resource)?;
         // Dev mode has no authorization server (tokens come from `emseepea
@@ -102,11 +118,7 @@ impl Auth {
         // Every challenge names the metadata URL: bounded so that it fits
         // (`challenge`).
         if resource.len() > crate::config::MAX_URI_LEN {
-            anyhow::bail!(
-                "{}: the resource URL ([auth] resource, or derived from http.endpoint) is longer than {} bytes",
-                config.file.display(),
-                crate::config::MAX_URI_LEN
-            );
+            return Err(AuthSetupError::ResourceTooLong);
         }
         let metadata_url = metadata::url_for(&resource);
         Ok(Self {

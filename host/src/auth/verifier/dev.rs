@@ -31,22 +31,35 @@ pub struct TokenRequest<'a> {
     pub audience: &'a str,
 }
 
+/// Why `emseepea token` cannot mint.
+#[derive(Debug, thiserror::Error)]
+pub enum MintError {
+    #[error("{}: tokens can only be minted when [auth] mode = \"dev\"", .0.display())]
+    NotDevMode(PathBuf),
+    #[error("--sub must be 1..=256 characters without control characters")]
+    Subject,
+    #[error(transparent)]
+    Secret(#[from] state::StateError),
+    #[error("the system clock is before 1970")]
+    Clock,
+    #[error("signing the token: {0}")]
+    Sign(#[from] jsonwebtoken::errors::Error),
+}
+
 /// Mint a dev token (refused unless the config is in dev mode).
-pub fn mint(config: &Config, req: &TokenRequest) -> anyhow::Result<String> {
+pub fn mint(config: &Config, req: &TokenRequest) -> Result<String, MintError> {
     if !matches!(config.auth.method, AuthMethod::Dev) {
-        anyhow::bail!(
-            "{}: tokens can only be minted when [auth] mode = \"dev\"",
-            config.file.display()
-        );
+        return Err(MintError::NotDevMode(config.file.clone()));
     }
     if let Some(s) = req.subject
         && !crate::auth::valid_subject(s)
     {
-        anyhow::bail!("--sub must be 1..=256 characters without control characters");
+        return Err(MintError::Subject);
     }
     let secret = load_or_create_secret(&config.state_dir)?;
     let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| MintError::Clock)?
         .as_secs();
     let mut claims = json!({
         "iss": ISSUER,

@@ -26,7 +26,11 @@ pub struct Introspector {
 }
 
 impl Introspector {
-    pub fn new(c: &IntrospectionConfig, config: &Config, resource: &str) -> anyhow::Result<Self> {
+    pub fn new(
+        c: &IntrospectionConfig,
+        config: &Config,
+        resource: &str,
+    ) -> Result<Self, reqwest::Error> {
         Ok(Self {
             endpoint: c.endpoint.clone(),
             client_id: c.client_id.clone(),

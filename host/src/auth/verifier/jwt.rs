@@ -92,7 +92,39 @@ fn key_algorithm(jwk: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
     }
 }
 
-fn parse_jwks(text: &str) -> anyhow::Result<KeySet> {
+/// Why a JWKS could not be loaded at startup.
+#[derive(Debug, thiserror::Error)]
+pub enum JwksError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {problem}", path.display())]
+    FileInvalid {
+        path: std::path::PathBuf,
+        problem: JwksProblem,
+    },
+    #[error("fetching the JWKS from {url}: {source}")]
+    Fetch { url: String, source: reqwest::Error },
+    #[error("the JWKS at {url}: {problem}")]
+    UrlInvalid { url: String, problem: JwksProblem },
+    #[error("building the HTTP client: {0}")]
+    Client(reqwest::Error),
+}
+
+/// What is wrong with a JWKS document.
+#[derive(Debug, thiserror::Error)]
+pub enum JwksProblem {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Key(#[from] jsonwebtoken::errors::Error),
+    #[error("the JWKS has no RS256, ES256 or EdDSA signing key")]
+    NoSigningKey,
+}
+
+fn parse_jwks(text: &str) -> Result<KeySet, JwksProblem> {
     let set: JwkSet = serde_json::from_str(text)?;
     let mut keys = HashMap::new();
     let mut described: Vec<String> = Vec::new();
@@ -113,7 +145,7 @@ fn parse_jwks(text: &str) -> anyhow::Result<KeySet> {
         keys.insert(jwk.common.key_id.clone(), Key { algorithm, key });
     }
     if keys.is_empty() {
-        anyhow::bail!("the JWKS has no RS256, ES256 or EdDSA signing key");
+        return Err(JwksProblem::NoSigningKey);
     }
     // Order-independent: a reordered but equal JWKS is no change.
     described.sort();
@@ -128,35 +160,47 @@ fn parse_jwks(text: &str) -> anyhow::Result<KeySet> {
     })
 }
 
-async fn fetch(client: &reqwest::Client, url: &str, timeout: Duration) -> anyhow::Result<String> {
+async fn fetch(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<String, reqwest::Error> {
     let resp = client
         .get(url)
         .timeout(timeout)
         .send()
         .await?
         .error_for_status()?;
-    Ok(resp.text().await?)
+    resp.text().await
 }
 
 impl KeyStore {
     /// Read the JWKS file or fetch the JWKS URL (and start its refresh task).
-    pub async fn load(jwt: &JwtConfig) -> anyhow::Result<Arc<Self>> {
+    pub async fn load(jwt: &JwtConfig) -> Result<Arc<Self>, JwksError> {
         let url = match &jwt.jwks {
             JwksSource::Url(url) => url.clone(),
             JwksSource::File(file) => {
-                let text = std::fs::read_to_string(file)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-                let keys =
-                    parse_jwks(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                let text = std::fs::read_to_string(file).map_err(|source| JwksError::Read {
+                    path: file.clone(),
+                    source,
+                })?;
+                let keys = parse_jwks(&text).map_err(|problem| JwksError::FileInvalid {
+                    path: file.clone(),
+                    problem,
+                })?;
                 return Ok(Arc::new(Self::fixed(keys)));
             }
         };
-        let client = crate::http_client::client()?;
+        let client = crate::http_client::client().map_err(JwksError::Client)?;
         let timeout = Duration::from_millis(jwt.jwks_timeout_ms);
-        let text = fetch(&client, &url, timeout)
-            .await
-            .map_err(|e| anyhow::anyhow!("fetching the JWKS from {url}: {e}"))?;
-        let keys = parse_jwks(&text).map_err(|e| anyhow::anyhow!("the JWKS at {url}: {e}"))?;
+        let text = match fetch(&client, &url, timeout).await {
+            Ok(text) => text,
+            Err(source) => return Err(JwksError::Fetch { url, source }),
+        };
+        let keys = match parse_jwks(&text) {
+            Ok(keys) => keys,
+            Err(problem) => return Err(JwksError::UrlInvalid { url, problem }),
+        };
         let interval = Duration::from_secs(jwt.jwks_refresh_interval_s);
         let store = Arc::new(Self {
             keys: RwLock::new(Arc::new(keys)),

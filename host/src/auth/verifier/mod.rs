@@ -7,7 +7,7 @@ pub mod introspection;
 pub mod jwt;
 pub mod lookups;
 
-use super::{Principal, valid_subject};
+use super::{AuthSetupError, Principal, valid_subject};
 use crate::config::{AuthMethod, Config, IntrospectionConfig, JwtConfig};
 use serde_json::{Map, Value};
 
@@ -43,7 +43,7 @@ pub enum Credentials {
 }
 
 impl Credentials {
-    pub async fn load(config: &Config) -> anyhow::Result<Self> {
+    pub async fn load(config: &Config) -> Result<Self, AuthSetupError> {
         Ok(match &config.auth.method {
             AuthMethod::None => Credentials::None,
             AuthMethod::Dev => Credentials::Dev(dev::load_or_create_secret(&config.state_dir)?),
@@ -59,7 +59,7 @@ impl Verifier {
         config: &Config,
         credentials: Credentials,
         resource: &str,
-    ) -> anyhow::Result<Option<Self>> {
+    ) -> Result<Option<Self>, AuthSetupError> {
         Ok(Some(match credentials {
             Credentials::None => return Ok(None),
             Credentials::Dev(secret) => Verifier::Dev(jwt::JwtVerifier::hmac(
@@ -71,9 +71,10 @@ impl Verifier {
             Credentials::Jwt(store, jwt) => {
                 Verifier::Jwt(jwt::JwtVerifier::from_config(store, &jwt, config, resource))
             }
-            Credentials::Introspection(i) => {
-                Verifier::Introspection(introspection::Introspector::new(&i, config, resource)?)
-            }
+            Credentials::Introspection(i) => Verifier::Introspection(
+                introspection::Introspector::new(&i, config, resource)
+                    .map_err(AuthSetupError::IntrospectionClient)?,
+            ),
         }))
     }
 
