@@ -273,35 +273,28 @@ async fn a_key_removed_from_the_jwks_stops_verifying_within_one_interval() {
     assert_eq!(list_with(&j.server.url, Some(&ec)).await.status, 200);
 }
 
+/// `emseepea check` refuses the `[auth]` section `auth` with `reason`.
+fn refused_at_startup(auth: &str, reason: &str) {
+    let (ok, out) = server().auth(Some(auth)).prepare().check();
+    assert!(!ok, "{out}");
+    assert!(out.contains(reason), "{out}");
+}
+
 /// An operator who wrote `[auth.jwt]` but left `mode = "dev"` would have
 /// served dev tokens while believing the JWKS was checked: refused at startup.
 #[test]
 fn an_auth_table_its_mode_does_not_read_is_refused() {
-    let p = server()
-        .auth(Some(
-            "[auth]\nmode = \"dev\"\n[auth.jwt]\nissuer = \"https://as.test\"\njwks_url = \"https://as.test/jwks.json\"\n",
-        ))
-        .prepare();
-    let (ok, out) = p.check();
-    assert!(!ok, "{out}");
-    assert!(
-        out.contains("[auth.jwt] is set but auth.mode = \"dev\" does not read it"),
-        "{out}"
+    refused_at_startup(
+        "[auth]\nmode = \"dev\"\n[auth.jwt]\nissuer = \"https://as.test\"\njwks_url = \"https://as.test/jwks.json\"\n",
+        "[auth.jwt] is set but auth.mode = \"dev\" does not read it",
     );
 }
 
 #[test]
 fn a_jwks_refresh_interval_of_zero_is_refused() {
-    let p = server()
-        .auth(Some(
-            "[auth]\nmode = \"jwt\"\nauthorization_servers = [\"https://as.test\"]\n[auth.jwt]\nissuer = \"x\"\njwks_url = \"http://127.0.0.1:1/jwks.json\"\njwks_refresh_interval_s = 0\n",
-        ))
-        .prepare();
-    let (ok, out) = p.check();
-    assert!(!ok, "{out}");
-    assert!(
-        out.contains("jwks_refresh_interval_s must be at least 1"),
-        "{out}"
+    refused_at_startup(
+        "[auth]\nmode = \"jwt\"\nauthorization_servers = [\"https://as.test\"]\n[auth.jwt]\nissuer = \"x\"\njwks_url = \"http://127.0.0.1:1/jwks.json\"\njwks_refresh_interval_s = 0\n",
+        "jwks_refresh_interval_s must be at least 1",
     );
 }
 
