@@ -21,7 +21,6 @@ use std::sync::Arc;
 pub use verifier::Credentials;
 use verifier::{Verifier, VerifyError};
 
-/// Why a request's credentials were refused.
 /// Why authentication cannot be set up at startup (the server does not start).
 #[derive(Debug, thiserror::Error)]
 pub enum AuthSetupError {
@@ -38,6 +37,7 @@ pub enum AuthSetupError {
     ResourceTooLong,
 }
 
+/// Why a request's credentials were refused.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("no bearer token")]
