@@ -602,10 +602,10 @@ impl Default for ListPagination {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
 /// `auth.mode` as written: which verifier. [`AuthMethod`] is the same choice
 /// with that verifier's settings.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     #[default]
     None,
@@ -664,7 +664,7 @@ impl Default for AuthFile {
 }
 
 /// Why an `[auth]` section cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum AuthConfigError {
     #[error("auth.mode = \"{mode}\" needs [{table}]")]
     TableMissing { mode: AuthMode, table: &'static str },
@@ -730,17 +730,6 @@ pub enum AuthMethod {
     Jwt(JwtConfig),
     /// RFC 7662 token introspection.
     Introspection(IntrospectionConfig),
-}
-
-impl AuthMethod {
-    pub fn mode(&self) -> AuthMode {
-        match self {
-            AuthMethod::None => AuthMode::None,
-            AuthMethod::Dev => AuthMode::Dev,
-            AuthMethod::Jwt(_) => AuthMode::Jwt,
-            AuthMethod::Introspection(_) => AuthMode::Introspection,
-        }
-    }
 }
 
 impl TryFrom<AuthFile> for AuthConfig {
