@@ -7,17 +7,17 @@ use super::bindings::emseepea::inventory::types::{
 };
 use super::bindings::exports::emseepea::inventory::template;
 use super::budget::GuestError;
-use super::cache::{CacheOutcome, ComponentCache, sha256_hex};
-use super::capabilities::{ServerCapabilities, SourceCapabilities};
+use super::cache::{CacheError, CacheOutcome, ComponentCache, sha256_hex};
+use super::capabilities::{CapabilityError, ServerCapabilities, SourceCapabilities};
 use super::contents::{GuestContents, with_read_bound};
-use super::definition::SourceDefinition;
+use super::definition::{DefinitionError, SourceDefinition};
 use super::engine::Runtime;
 use super::host_state::HostState;
 use super::page::GuestPage;
 use super::scope::RequestScope;
 use crate::config::{
-    BudgetConfig, Config, MAX_CHALLENGE_SCOPES_BYTES, STARTUP_CALL_DURATION_MS, SourceManifest,
-    check_budget,
+    BudgetConfig, BudgetProblem, Config, ConfigError, MAX_CHALLENGE_SCOPES_BYTES,
+    STARTUP_CALL_DURATION_MS, SourceManifest, check_budget,
 };
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::ExportSeries;
@@ -96,21 +96,83 @@ impl<S: Signature> Export<S> {
     }
 }
 
-/// A startup refusal: the file at fault and why.
+/// A startup refusal: the file at fault and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {reason}", file.display())]
+#[error("{}: {problem}", file.display())]
 pub struct LoadError {
     pub file: PathBuf,
-    pub reason: String,
+    pub problem: LoadProblem,
 }
 
 impl LoadError {
-    fn new(file: &Path, reason: impl Into<String>) -> Self {
+    fn new(file: &Path, problem: LoadProblem) -> Self {
         Self {
             file: file.to_owned(),
-            reason: reason.into(),
+            problem,
         }
     }
+}
+
+/// What stopped a source (or the sources directory) from loading. The
+/// messages are the startup log's one line after the file name.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadProblem {
+    #[error("cannot read the sources directory: {0}")]
+    SourcesDir(std::io::Error),
+    #[error("manifest without a component (expected a .wasm beside it)")]
+    ManifestWithoutComponent,
+    /// The precompile cache could not be opened, or a component not
+    /// compiled or stored.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// The server's own capability settings (`[sql]`, `[http]`, ...).
+    #[error(transparent)]
+    Capabilities(CapabilityError),
+    /// The manifest could not be read or parsed (the error's path is the
+    /// `LoadError`'s file).
+    #[error("bad manifest: {}", .0.reason())]
+    Manifest(ConfigError),
+    #[error("bad manifest: budget: {0}")]
+    Budget(BudgetProblem),
+    #[error(
+        "bad manifest: budget.max_concurrent_calls {asked} must be between 1 and the runtime's max_calls_per_source ({share})"
+    )]
+    ConcurrentCalls { asked: u32, share: u32 },
+    /// The manifest asks for a grant the server's settings do not allow.
+    #[error("bad manifest: {0}")]
+    Grant(CapabilityError),
+    #[error("cannot read: {0}")]
+    ReadComponent(std::io::Error),
+    #[error("imports something the host does not provide: {}", one_line_chain(.0))]
+    Imports(wasmtime::Error),
+    #[error(
+        "not an inventory source: it must export emseepea:inventory/template@0.1.0 (world resource-template or inventory-source): {}",
+        one_line_chain(.0)
+    )]
+    NotASource(wasmtime::Error),
+    #[error("bad template export: no `read`")]
+    NoRead,
+    #[error("bad inventory export: no `list`")]
+    NoList,
+    /// The trap message of `describe()` on a component whose exports have
+    /// other types than the host's (quoted and bounded: it is the guest's).
+    #[error("exports emseepea:inventory with the wrong signatures (wrong world or version?): {:?}", GuestText::new(.0))]
+    WrongSignatures(String),
+    #[error("describe() failed: {0}")]
+    Describe(GuestError),
+    #[error("bad definition: {0}")]
+    Definition(#[from] DefinitionError),
+    #[error("duplicate template name {name:?} (already registered by {})", other.display())]
+    DuplicateName { name: String, other: PathBuf },
+    #[error(
+        "the required scopes of all sources together would take {bytes} bytes of a WWW-Authenticate challenge; at most {MAX_CHALLENGE_SCOPES_BYTES} are allowed"
+    )]
+    ChallengeScopes { bytes: usize },
+}
+
+/// wasmtime's error with its causes, on one line.
+fn one_line_chain(e: &wasmtime::Error) -> String {
+    crate::config::one_line(&format!("{e:#}"))
 }
 
 /// One loaded source: its component, definition, budget and grants.
@@ -188,34 +250,22 @@ impl Linked {
         component: &Component,
         file: &Path,
     ) -> Result<Self, LoadError> {
-        let pre = runtime.linker.instantiate_pre(component).map_err(|e| {
-            LoadError::new(
-                file,
-                format!(
-                    "imports something the host does not provide: {}",
-                    crate::config::one_line(&format!("{e:#}"))
-                ),
-            )
-        })?;
-        let template = template::GuestIndices::new(&pre).map_err(|e| {
-            LoadError::new(
-                file,
-                format!(
-                    "not an inventory source: it must export emseepea:inventory/template@0.1.0 (world resource-template or inventory-source): {}",
-                    crate::config::one_line(&format!("{e:#}"))
-                ),
-            )
-        })?;
+        let pre = runtime
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::new(file, LoadProblem::Imports(e)))?;
+        let template = template::GuestIndices::new(&pre)
+            .map_err(|e| LoadError::new(file, LoadProblem::NotASource(e)))?;
         let read = component
             .get_export_index(None, "emseepea:inventory/template@0.1.0")
             .and_then(|t| component.get_export_index(Some(&t), "read"))
-            .ok_or_else(|| LoadError::new(file, "bad template export: no `read`"))?;
+            .ok_or_else(|| LoadError::new(file, LoadProblem::NoRead))?;
         let list = component
             .get_export_index(None, "emseepea:inventory/inventory@0.1.0")
             .map(|inventory| {
                 component
                     .get_export_index(Some(&inventory), "list")
-                    .ok_or_else(|| LoadError::new(file, "bad inventory export: no `list`"))
+                    .ok_or_else(|| LoadError::new(file, LoadProblem::NoList))
             })
             .transpose()?;
         Ok(Linked {
@@ -348,13 +398,13 @@ impl SourceSet {
     /// Load every `*.wasm` of `config.sources_dir` in file-name order.
     pub async fn load(runtime: Arc<Runtime>, config: &Config) -> Result<SourceSet, LoadError> {
         let dir = &config.sources_dir;
-        let entries = std::fs::read_dir(dir)
-            .map_err(|e| LoadError::new(dir, format!("cannot read the sources directory: {e}")))?;
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| LoadError::new(dir, LoadProblem::SourcesDir(e)))?;
         let mut files: Vec<PathBuf> = Vec::new();
         let mut manifests: Vec<PathBuf> = Vec::new();
         for entry in entries {
             let path = entry
-                .map_err(|e| LoadError::new(dir, e.to_string()))?
+                .map_err(|e| LoadError::new(dir, LoadProblem::SourcesDir(e)))?
                 .path();
             match path.extension().and_then(|e| e.to_str()) {
                 Some("wasm") => files.push(path),
@@ -373,7 +423,7 @@ impl SourceSet {
             if !manifest.with_extension("wasm").is_file() {
                 return Err(LoadError::new(
                     manifest,
-                    "manifest without a component (expected a .wasm beside it)",
+                    LoadProblem::ManifestWithoutComponent,
                 ));
             }
         }
@@ -382,29 +432,26 @@ impl SourceSet {
             config.cache_dir(),
             &config.cache_key_file(),
         )
-        .map_err(|e| LoadError::new(&config.file, e.to_string()))?;
+        .map_err(|e| LoadError::new(&config.file, e.into()))?;
         let shared = ServerCapabilities::new(config)
-            .map_err(|e| LoadError::new(&config.file, e.to_string()))?;
+            .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
             let source = load_one(&runtime, config, &shared, &cache, &file).await?;
             if let Some(other) = sources.iter().find(|s| s.name() == source.name()) {
                 return Err(LoadError::new(
                     &file,
-                    format!(
-                        "duplicate template name {:?} (already registered by {})",
-                        source.name(),
-                        other.file.display()
-                    ),
+                    LoadProblem::DuplicateName {
+                        name: source.name().to_owned(),
+                        other: other.file.clone(),
+                    },
                 ));
             }
             let scopes = joined_scopes_len(sources.iter().map(|s| &**s).chain([&source]));
             if scopes > MAX_CHALLENGE_SCOPES_BYTES {
                 return Err(LoadError::new(
                     &file,
-                    format!(
-                        "the required scopes of all sources together would take {scopes} bytes of a WWW-Authenticate challenge; at most {MAX_CHALLENGE_SCOPES_BYTES} are allowed"
-                    ),
+                    LoadProblem::ChallengeScopes { bytes: scopes },
                 ));
             }
             tracing::info!(
@@ -463,14 +510,16 @@ async fn load_one(
 ) -> Result<Source, LoadError> {
     let manifest_path = file.with_extension("toml");
     let manifest = if manifest_path.is_file() {
-        SourceManifest::load(&manifest_path)
-            .map_err(|e| LoadError::new(e.path(), format!("bad manifest: {}", e.reason())))?
+        SourceManifest::load(&manifest_path).map_err(|e| LoadError {
+            file: e.path().to_owned(),
+            problem: LoadProblem::Manifest(e),
+        })?
     } else {
         SourceManifest::default()
     };
     let budget = manifest.budget.apply(config.budget);
     check_budget(&budget, config.runtime.max_memory_bytes)
-        .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: budget: {e}")))?;
+        .map_err(|e| LoadError::new(&manifest_path, LoadProblem::Budget(e)))?;
     let source_share = config.runtime.calls_per_source();
     let max_concurrent_calls = match manifest.budget.max_concurrent_calls {
         None => source_share,
@@ -478,25 +527,26 @@ async fn load_one(
         Some(n) => {
             return Err(LoadError::new(
                 &manifest_path,
-                format!(
-                    "bad manifest: budget.max_concurrent_calls {n} must be between 1 and the runtime's max_calls_per_source ({source_share})"
-                ),
+                LoadProblem::ConcurrentCalls {
+                    asked: n,
+                    share: source_share,
+                },
             ));
         }
     } as usize;
     let mut capabilities = shared
         .grant(&manifest)
-        .map_err(|e| LoadError::new(&manifest_path, format!("bad manifest: {e}")))?;
+        .map_err(|e| LoadError::new(&manifest_path, LoadProblem::Grant(e)))?;
 
     let wasm =
-        std::fs::read(file).map_err(|e| LoadError::new(file, format!("cannot read: {e}")))?;
+        std::fs::read(file).map_err(|e| LoadError::new(file, LoadProblem::ReadComponent(e)))?;
     let wasm_sha256 = sha256_hex(&wasm);
     let engine = runtime.engine.clone();
     let (component, outcome) = {
         let cache_result = tokio::task::block_in_place(|| {
             cache.load_or_compile(&engine, &config.runtime, &wasm, &wasm_sha256)
         });
-        cache_result.map_err(|e| LoadError::new(file, e.to_string()))?
+        cache_result.map_err(|e| LoadError::new(file, e.into()))?
     };
     capabilities.wasi.uses = super::capabilities::wasi::WasiUse::of(&component);
     let linked = Linked::new(runtime, &component, file)?;
@@ -533,12 +583,12 @@ async fn load_one(
     );
     let described = source.describe(&scope).await.map_err(|e| match e {
         GuestError::Trap(m) if m.contains("type mismatch") || m.contains("expected") => {
-            LoadError::new(file, format!("exports emseepea:inventory with the wrong signatures (wrong world or version?): {:?}", GuestText::new(&m)))
+            LoadError::new(file, LoadProblem::WrongSignatures(m))
         }
-        e => LoadError::new(file, format!("describe() failed: {e}")),
+        e => LoadError::new(file, LoadProblem::Describe(e)),
     })?;
     source.definition = SourceDefinition::validate(described, source.lists())
-        .map_err(|e| LoadError::new(file, format!("bad definition: {e}")))?;
+        .map_err(|e| LoadError::new(file, e.into()))?;
     source.log_name = source.definition.name.as_str().into();
     let m = crate::telemetry::metrics::metrics();
     let series = SourceSeries {
