@@ -18,7 +18,8 @@ use crate::inventory::pager::call_context;
 use crate::inventory::read::{ContentJson, ReadError, read};
 use crate::inventory::validate::{PageViolation, UriSet, validate_page};
 use crate::runtime::{
-    Access, GuestError, GuestPage, LoadError, RequestScope, Runtime, Source, SourceSet,
+    Access, GuestError, GuestPage, LoadError, RequestScope, Runtime, RuntimeSetupError, Source,
+    SourceSet,
 };
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -102,7 +103,7 @@ pub enum TestSourceError {
         source: std::io::Error,
     },
     #[error("starting the runtime: {0}")]
-    Runtime(String),
+    Runtime(#[from] RuntimeSetupError),
     #[error("{}: no source was loaded", .0.display())]
     NothingLoaded(PathBuf),
 }
@@ -144,9 +145,7 @@ pub async fn run(options: Options) -> Result<Report, TestSourceError> {
         }
     };
     config.sources_dir = sources;
-    let runtime = Arc::new(
-        Runtime::new(&config.runtime).map_err(|e| TestSourceError::Runtime(format!("{e:#}")))?,
-    );
+    let runtime = Arc::new(Runtime::new(&config.runtime)?);
     let set = SourceSet::load(runtime, &config).await?;
     let source = set
         .sources

@@ -115,7 +115,7 @@ pub fn child_main(runtime_json: &str) -> ExitCode {
             serde_json::from_str(runtime_json).map_err(|e| format!("bad runtime config: {e}"))?;
         // The compiler loads no code: a perf map of its own would stay empty.
         config.perf_map = false;
-        let engine = super::engine::build_engine(&config).map_err(|e| format!("{e:#}"))?;
+        let engine = super::engine::build_engine(&config).map_err(|e| e.to_string())?;
         let mut wasm = Vec::new();
         std::io::stdin()
             .read_to_end(&mut wasm)

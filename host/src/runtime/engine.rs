@@ -20,6 +20,25 @@ pub const WASMTIME_VERSION: &str = wasmtime_release!();
 /// `describe` calls, a call finishing while the next starts).
 const SPARE_INSTANCES: u32 = 8;
 
+/// Why the runtime could not be set up (startup only).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeSetupError {
+    /// wasmtime refused the engine configuration (the pool's sizes against
+    /// the machine's address space, a feature the CPU lacks).
+    #[error("creating the wasmtime engine: {}", one_line_chain(.0))]
+    Engine(wasmtime::Error),
+    /// Two capabilities define the same import (a host bug, caught at start).
+    #[error("linking the host's imports: {}", one_line_chain(.0))]
+    Linker(wasmtime::Error),
+    #[error("starting the guest threads: {0}")]
+    GuestThreads(std::io::Error),
+}
+
+/// wasmtime's error with its causes, on one line.
+pub(crate) fn one_line_chain(e: &wasmtime::Error) -> String {
+    crate::config::one_line(&format!("{e:#}"))
+}
+
 pub struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<HostState>,
@@ -39,10 +58,10 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    pub fn new(config: &RuntimeConfig) -> anyhow::Result<Self> {
+    pub fn new(config: &RuntimeConfig) -> Result<Self, RuntimeSetupError> {
         let engine = build_engine(config)?;
         let mut linker = Linker::new(&engine);
-        capabilities::add_to_linker(&mut linker).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        capabilities::add_to_linker(&mut linker).map_err(RuntimeSetupError::Linker)?;
         let ticker =
             EpochTicker::start(engine.clone(), Duration::from_micros(config.epoch_tick_us));
         let open_connections = Arc::new(AtomicUsize::new(0));
@@ -57,7 +76,7 @@ impl Runtime {
             }),
             ticker,
             guest_threads: GuestThreads::start(config.guest_threads)
-                .map_err(|e| anyhow::anyhow!("starting the guest threads: {e}"))?,
+                .map_err(RuntimeSetupError::GuestThreads)?,
             standbys: StandbyBound::new(config.standby_instances as usize),
             open_connections,
             busy_from_connections: config.guest_threads_from_connections as usize,
@@ -90,7 +109,7 @@ impl Runtime {
     }
 }
 
-pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
+pub(crate) fn build_engine(rc: &RuntimeConfig) -> Result<Engine, RuntimeSetupError> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.consume_fuel(true);
@@ -134,7 +153,7 @@ pub(crate) fn build_engine(rc: &RuntimeConfig) -> anyhow::Result<Engine> {
         })
         .table_keep_resident(64 * 1024);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&config).map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))
+    Engine::new(&config).map_err(RuntimeSetupError::Engine)
 }
 
 /// Consecutive ticks without a running guest after which the ticker parks

@@ -11,7 +11,7 @@ use super::cache::{CacheError, CacheOutcome, ComponentCache, sha256_hex};
 use super::capabilities::{CapabilityError, ServerCapabilities, SourceCapabilities};
 use super::contents::{GuestContents, with_read_bound};
 use super::definition::{DefinitionError, SourceDefinition};
-use super::engine::Runtime;
+use super::engine::{Runtime, one_line_chain};
 use super::host_state::HostState;
 use super::page::GuestPage;
 use super::scope::RequestScope;
@@ -168,11 +168,6 @@ pub enum LoadProblem {
         "the required scopes of all sources together would take {bytes} bytes of a WWW-Authenticate challenge; at most {MAX_CHALLENGE_SCOPES_BYTES} are allowed"
     )]
     ChallengeScopes { bytes: usize },
-}
-
-/// wasmtime's error with its causes, on one line.
-fn one_line_chain(e: &wasmtime::Error) -> String {
-    crate::config::one_line(&format!("{e:#}"))
 }
 
 /// One loaded source: its component, definition, budget and grants.

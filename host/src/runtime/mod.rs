@@ -34,7 +34,7 @@ pub use budget::{Budget, GuestError, SourceFailure};
 pub use cache::CacheOutcome;
 pub use contents::GuestContents;
 pub use definition::{Access, SourceDefinition};
-pub use engine::{Runtime, WASMTIME_VERSION};
+pub use engine::{Runtime, RuntimeSetupError, WASMTIME_VERSION};
 pub use loader::{LoadError, LoadProblem, Source, SourceSet};
 pub use page::{Entries, EntryRef, GuestPage};
 pub use scope::RequestScope;
