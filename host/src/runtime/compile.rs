@@ -107,22 +107,36 @@ fn in_child(exe: &Path, config: &RuntimeConfig, wasm: &[u8]) -> Result<Vec<u8>, 
     }))
 }
 
+/// Why the compiler process could not compile: the one line it writes to
+/// its stderr, which the server reports as the component's compile error.
+#[derive(Debug, thiserror::Error)]
+enum ChildFailure {
+    #[error("bad runtime config: {0}")]
+    Config(serde_json::Error),
+    #[error(transparent)]
+    Engine(#[from] super::engine::RuntimeSetupError),
+    #[error("reading the component: {0}")]
+    Read(std::io::Error),
+    #[error("{}", super::engine::one_line_chain(.0))]
+    Compile(wasmtime::Error),
+}
+
 /// The child's side: `RUNTIME_JSON` as the argument, the wasm on stdin,
 /// the artifact on stdout, a one-line reason on stderr.
 pub fn child_main(runtime_json: &str) -> ExitCode {
-    let run = || -> Result<Vec<u8>, String> {
+    let run = || -> Result<Vec<u8>, ChildFailure> {
         let mut config: RuntimeConfig =
-            serde_json::from_str(runtime_json).map_err(|e| format!("bad runtime config: {e}"))?;
+            serde_json::from_str(runtime_json).map_err(ChildFailure::Config)?;
         // The compiler loads no code: a perf map of its own would stay empty.
         config.perf_map = false;
-        let engine = super::engine::build_engine(&config).map_err(|e| e.to_string())?;
+        let engine = super::engine::build_engine(&config)?;
         let mut wasm = Vec::new();
         std::io::stdin()
             .read_to_end(&mut wasm)
-            .map_err(|e| format!("reading the component: {e}"))?;
+            .map_err(ChildFailure::Read)?;
         engine
             .precompile_component(&wasm)
-            .map_err(|e| crate::config::one_line(&format!("{e:#}")))
+            .map_err(ChildFailure::Compile)
     };
     match run() {
         Ok(compiled) => match std::io::stdout().lock().write_all(&compiled) {
