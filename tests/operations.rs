@@ -1017,6 +1017,36 @@ async fn a_lone_clients_requests_do_not_wake_the_other_worker() {
     );
 }
 
+/// `[workers] yield_after_us`: a worker that has run that long without
+/// waiting for I/O gives its CPU a turn after its next response write, and
+/// `0` turns it off. With 1 µs every response's write comes after the run's
+/// limit (a request takes longer than that to serve), so the yields count
+/// the responses; the default's 150 µs is reached only under load.
+#[tokio::test]
+async fn a_worker_yields_after_running_its_turn_and_never_when_off() {
+    async fn yields_for_20_pages(yield_after_us: u32) -> (f64, String) {
+        let s = catalog_server(&format!(
+            "{ADMIN}[workers]\nyield_after_us = {yield_after_us}\n"
+        ));
+        let (_, line) = logged_workers(&s);
+        let admin = admin_url(&s);
+        let alice = s.token(Some("alice"), "catalog:read");
+        let client = http();
+        for _ in 0..20 {
+            let a = modern_list(&client, &s.url, &alice).send().await.unwrap();
+            assert_eq!(a.status(), 200);
+            a.bytes().await.unwrap();
+        }
+        let (_, m) = get(&format!("{admin}/metrics")).await;
+        (series(&m, "emseepea_worker_yields_total"), line)
+    }
+    let (yields, line) = yields_for_20_pages(1).await;
+    assert!(line.contains("yield_after_us=1"), "{line}");
+    assert!(yields >= 10.0, "{yields} yields for 20 responses");
+    let (yields, _) = yields_for_20_pages(0).await;
+    assert_eq!(yields, 0.0);
+}
+
 /// `[runtime] perf_map`: wasmtime writes `/tmp/perf-PID.map` for the
 /// serving process, so that `perf` names a guest's compiled functions (its
 /// exports by their WIT names) instead of `[JIT]` addresses. The compiler

@@ -290,7 +290,8 @@ pub struct Config {
     pub budget: BudgetConfig,
     #[serde(default)]
     pub runtime: RuntimeConfig,
-    /// `[workers] pin`: one CPU per worker thread (`auto`, `always`, `never`).
+    /// `[workers] pin`: one CPU per worker thread (`auto`, `always`, `never`);
+    /// `yield_after_us`: when a busy worker gives a peer on its CPU a turn.
     #[serde(default)]
     pub workers: crate::workers::WorkersConfig,
     #[serde(default)]
@@ -1116,6 +1117,9 @@ impl Config {
         if r.standby_instances > MAX_STANDBY_INSTANCES {
             return Err(ConfigProblem::StandbyInstances);
         }
+        if self.workers.yield_after_us > crate::workers::MAX_YIELD_AFTER_US {
+            return Err(ConfigProblem::YieldAfter);
+        }
         if r.max_calls_per_caller == Some(0) || r.max_calls_per_source == Some(0) {
             return Err(NotPositive(
                 "runtime.max_calls_per_caller and runtime.max_calls_per_source",
@@ -1202,6 +1206,11 @@ pub enum ConfigProblem {
     GuestThreads,
     #[error("runtime.standby_instances must be at most {MAX_STANDBY_INSTANCES}")]
     StandbyInstances,
+    #[error(
+        "workers.yield_after_us must be at most {} (0: never yield)",
+        crate::workers::MAX_YIELD_AFTER_US
+    )]
+    YieldAfter,
     #[error("budget: {0}")]
     Budget(#[from] BudgetProblem),
     #[error(
@@ -1342,6 +1351,25 @@ mod tests {
         );
         let e = with(MAX_GUEST_THREADS + 1).unwrap_err();
         assert!(e.to_string().contains("guest_threads"), "{e}");
+    }
+
+    #[test]
+    fn a_workers_turn_is_bounded_and_on_by_default() {
+        use crate::workers::{DEFAULT_YIELD_AFTER_US, MAX_YIELD_AFTER_US};
+        let with = |n: u32| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[workers]\nyield_after_us = {n}\n"
+            ))
+        };
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        assert_eq!(c.workers.yield_after_us, DEFAULT_YIELD_AFTER_US);
+        assert_eq!(with(0).unwrap().workers.yield_after_us, 0);
+        assert_eq!(
+            with(MAX_YIELD_AFTER_US).unwrap().workers.yield_after_us,
+            MAX_YIELD_AFTER_US
+        );
+        let e = with(MAX_YIELD_AFTER_US + 1).unwrap_err();
+        assert!(e.to_string().contains("yield_after_us"), "{e}");
     }
 
     #[test]

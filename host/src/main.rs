@@ -143,8 +143,10 @@ fn main() -> ExitCode {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder
         .enable_all()
-        // Where the workers run: see `workers` (the plan is made by `serve`).
+        // Where the workers run and when they yield: see `workers` (the plan
+        // and the policy are made by `serve`).
         .on_thread_park(emseepea::workers::on_worker_park)
+        .on_thread_unpark(emseepea::workers::on_worker_unpark)
         .on_thread_start(emseepea::workers::on_thread_start);
     let runtime = builder.build().expect("tokio runtime");
     let result: anyhow::Result<Outcome> = runtime.block_on(async move {

@@ -5,7 +5,9 @@ use crate::admin::{self, Health, Phase};
 use crate::auth::{Auth, Credentials};
 use crate::config::{AuthMethod, Config};
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
-use crate::listener::{AcceptFailures, ConnectionLimits, RateLimitedLog, repoll_self_wakes};
+use crate::listener::{
+    AcceptFailures, ConnectionLimits, RateLimitedLog, YieldingStream, repoll_self_wakes,
+};
 use crate::mcp::model::template_listing;
 use crate::mcp::session::{SessionLimits, Sessions};
 use crate::mcp::{App, pipeline};
@@ -199,7 +201,9 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     // core to a new thread, and a plan made before would pin the old one.
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
     let placement = crate::workers::place(app.config.workers.pin, workers);
-    tracing::info!(workers, "worker threads {placement}");
+    let yield_after_us = app.config.workers.yield_after_us;
+    crate::workers::take_turns(Duration::from_micros(yield_after_us.into()));
+    tracing::info!(workers, yield_after_us, "worker threads {placement}");
     let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
     println!(
         "emseepea listening on http://{bound}{}",
@@ -258,7 +262,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(hyper_util::rt::TokioTimer::new())
                     .header_read_timeout(Duration::from_secs(30))
-                    .serve_connection(TokioIo::new(stream), service);
+                    .serve_connection(TokioIo::new(YieldingStream::new(stream)), service);
                 let conn = graceful.watch(conn);
                 // Its own wakes (hyper's body hand-over) polled here, not
                 // handed to another worker (`listener::self_wakes`).

@@ -20,6 +20,10 @@
 //! to a new thread, which is why the plan is made after the sources are
 //! compiled; nothing calls it after that.
 
+mod turns;
+
+pub use turns::{after_response_write, on_worker_unpark, take_turns};
+
 use serde::Deserialize;
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -42,10 +46,28 @@ pub enum PinWorkers {
 }
 
 /// `[workers]`: the threads that serve connections and run guest calls.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkersConfig {
     pub pin: PinWorkers,
+    /// A worker that has run this long without waiting for I/O yields its
+    /// CPU after its next response write (`turns`); 0 = never.
+    pub yield_after_us: u32,
+}
+
+/// `[workers] yield_after_us`: the best of 50–1000 µs on the 2-core
+/// benchmark VM (BENCHMARKS.md, twenty-seventh round).
+pub const DEFAULT_YIELD_AFTER_US: u32 = 150;
+/// Above this a worker's run is long enough for the kernel's own balancing.
+pub const MAX_YIELD_AFTER_US: u32 = 100_000;
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        WorkersConfig {
+            pin: PinWorkers::default(),
+            yield_after_us: DEFAULT_YIELD_AFTER_US,
+        }
+    }
 }
 
 /// What [`decide`] chose, for the startup log line.

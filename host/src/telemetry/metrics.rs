@@ -140,6 +140,8 @@ pub struct Metrics {
     pub slot_wait: AtomicHistogram,
     pub slots_in_use: Gauge,
     pub guest_calls_handed_over: Counter,
+    /// Workers' `sched_yield`s after a long run (`workers::turns`).
+    pub worker_yields: Counter,
     pub guest_calls_from_standby: Counter,
     pub standby_instances: Gauge,
     pub page_entries: AtomicHistogram,
@@ -175,6 +177,7 @@ impl Metrics {
             slot_wait: seconds(),
             slots_in_use: Gauge::default(),
             guest_calls_handed_over: Counter::default(),
+            worker_yields: Counter::default(),
             guest_calls_from_standby: Counter::default(),
             standby_instances: Gauge::default(),
             page_entries: counts(),
@@ -262,6 +265,11 @@ impl Metrics {
             "guest_calls_on_guest_threads",
             "Guest calls handed to a [runtime] guest_threads thread; the others ran on the request's worker",
             m.guest_calls_handed_over.clone(),
+        );
+        r.register(
+            "worker_yields",
+            "Times a worker that had run [workers] yield_after_us without waiting for I/O gave its CPU to whatever else was runnable there, after a response write",
+            m.worker_yields.clone(),
         );
         r.register(
             "guest_calls_from_standby",
