@@ -1021,7 +1021,7 @@ async fn a_lone_clients_requests_do_not_wake_the_other_worker() {
 /// waiting for I/O gives its CPU a turn after its next response write, and
 /// `0` turns it off. With 1 µs every response's write comes after the run's
 /// limit (a request takes longer than that to serve), so the yields count
-/// the responses; the default's 150 µs is reached only under load.
+/// the responses (at a turn of 150 µs, only a worker under load yields).
 #[tokio::test]
 async fn a_worker_yields_after_running_its_turn_and_never_when_off() {
     async fn yields_for_20_pages(yield_after_us: u32) -> (f64, String) {
@@ -1045,6 +1045,10 @@ async fn a_worker_yields_after_running_its_turn_and_never_when_off() {
     assert!(yields >= 10.0, "{yields} yields for 20 responses");
     let (yields, _) = yields_for_20_pages(0).await;
     assert_eq!(yields, 0.0);
+    // The default: off.
+    let s = catalog_server("");
+    let (_, line) = logged_workers(&s);
+    assert!(line.contains("yield_after_us=0"), "{line}");
 }
 
 /// `[runtime] perf_map`: wasmtime writes `/tmp/perf-PID.map` for the

@@ -55,9 +55,12 @@ pub struct WorkersConfig {
     pub yield_after_us: u32,
 }
 
-/// `[workers] yield_after_us`: the best of 50–1000 µs on the 2-core
-/// benchmark VM (BENCHMARKS.md, twenty-seventh round).
-pub const DEFAULT_YIELD_AFTER_US: u32 = 150;
+/// `[workers] yield_after_us`: off. On the 2-core benchmark VM a turn of
+/// 150 µs (the best of 50–2000) served 1.08–1.17× the pages to a load
+/// driver on the same machine, but 0.77–1.0× through an nginx on it
+/// (BENCHMARKS.md, twenty-seventh round): where the CPUs have no idle time
+/// to give back, the yields only add switches.
+pub const DEFAULT_YIELD_AFTER_US: u32 = 0;
 /// Above this a worker's run is long enough for the kernel's own balancing.
 pub const MAX_YIELD_AFTER_US: u32 = 100_000;
 

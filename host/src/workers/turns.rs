@@ -13,6 +13,10 @@
 //! yielding once a worker has run 150 µs kept both: 3 % idle, 1.08–1.17×
 //! the pages at 16 and 64 clients (BENCHMARKS.md, twenty-seventh round).
 //!
+//! Off by default: through an nginx on the same two CPUs the same turn
+//! served 0.77–1.0× the pages. There the CPUs never idle (nginx's workers
+//! fill them), so a yield gives nothing back and only adds switches, and
+//! nginx, woken for fewer responses at a time, spends more per page.
 //! With nothing else runnable on the CPU the yield returns at once (one
 //! system call per `yield_after_us` of work); a lone client's requests
 //! never reach it, since its worker waits for I/O between them.
