@@ -19,6 +19,9 @@
 //! CPUs back ([`on_thread_start`]). `block_in_place` hands a worker's core
 //! to a new thread, which is why the plan is made after the sources are
 //! compiled; nothing calls it after that.
+//!
+//! When a busy worker gives its CPU a turn (`[workers] yield_after_us`, off
+//! by default) is `turns`, fed by the `on_thread_unpark` hook.
 
 mod turns;
 
@@ -56,7 +59,7 @@ pub struct WorkersConfig {
 }
 
 /// `[workers] yield_after_us`: off. On the 2-core benchmark VM a turn of
-/// 150 µs (the best of 50–2000) served 1.08–1.17× the pages to a load
+/// 150 µs (the best of 50–1000) served 1.08–1.17× the pages to a load
 /// driver on the same machine, but 0.77–1.0× through an nginx on it
 /// (BENCHMARKS.md, twenty-seventh round): where the CPUs have no idle time
 /// to give back, the yields only add switches.
