@@ -1354,7 +1354,7 @@ mod tests {
     }
 
     #[test]
-    fn a_workers_turn_is_bounded_and_off_by_default() {
+    fn a_workers_turn_is_bounded() {
         use crate::workers::{DEFAULT_YIELD_AFTER_US, MAX_YIELD_AFTER_US};
         let with = |n: u32| {
             parse(&format!(
@@ -1363,7 +1363,6 @@ mod tests {
         };
         let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
         assert_eq!(c.workers.yield_after_us, DEFAULT_YIELD_AFTER_US);
-        assert_eq!(DEFAULT_YIELD_AFTER_US, 0);
         assert_eq!(with(0).unwrap().workers.yield_after_us, 0);
         assert_eq!(
             with(MAX_YIELD_AFTER_US).unwrap().workers.yield_after_us,

@@ -20,8 +20,8 @@
 //! to a new thread, which is why the plan is made after the sources are
 //! compiled; nothing calls it after that.
 //!
-//! When a busy worker gives its CPU a turn (`[workers] yield_after_us`, off
-//! by default) is `turns`, fed by the `on_thread_unpark` hook.
+//! When a busy worker gives its CPU a turn (`[workers] yield_after_us`) is
+//! `turns`, fed by the `on_thread_unpark` hook.
 
 mod turns;
 
@@ -58,12 +58,11 @@ pub struct WorkersConfig {
     pub yield_after_us: u32,
 }
 
-/// `[workers] yield_after_us`: off. On the 2-core benchmark VM a turn of
-/// 150 µs (the best of 50–1000) served 1.08–1.17× the pages to a load
-/// driver on the same machine, but 0.77–1.0× through an nginx on it
-/// (BENCHMARKS.md, twenty-seventh round): where the CPUs have no idle time
-/// to give back, the yields only add switches.
-pub const DEFAULT_YIELD_AFTER_US: u32 = 0;
+/// `[workers] yield_after_us`: on the 2-core benchmark VM, 150 µs (the best
+/// of 50–1000) served 1.10–1.17× the pages to a load driver on the same
+/// machine, and 0.99–1.04× through an nginx on it, where a worker waiting
+/// for its CPU skips its turn (BENCHMARKS.md, twenty-seventh round).
+pub const DEFAULT_YIELD_AFTER_US: u32 = 150;
 /// Above this a worker's run is long enough for the kernel's own balancing.
 pub const MAX_YIELD_AFTER_US: u32 = 100_000;
 

@@ -1,6 +1,7 @@
 //! Taking turns with a peer on the same CPU: a worker that has run for
 //! `[workers] yield_after_us` without waiting for I/O gives up its CPU
-//! (`sched_yield`) after its next response write.
+//! (`sched_yield`) after its next response write, unless it has itself
+//! been waiting for a CPU.
 //!
 //! Why: a response wakes its client, and a client on this machine (a proxy
 //! in front, a sidecar, a load driver) is woken on the writer's CPU. Under
@@ -13,13 +14,18 @@
 //! yielding once a worker has run 150 µs kept both: 3 % idle, 1.08–1.17×
 //! the pages at 16 and 64 clients (BENCHMARKS.md, twenty-seventh round).
 //!
-//! Off by default: through an nginx on the same two CPUs the same turn
-//! served 0.77–1.0× the pages. There the CPUs never idle (nginx's workers
-//! fill them), so a yield gives nothing back and only adds switches, and
-//! nginx, woken for fewer responses at a time, spends more per page.
+//! Where the CPUs are oversubscribed (an nginx with a worker per CPU beside
+//! ours) they never idle, a yield gives nothing back and only adds switches:
+//! the plain turn served 0.77–0.95× the pages there. A worker that waited
+//! for a CPU for over a tenth of the time since its last turn (its
+//! `run_delay` in `/proc/thread-self/schedstat`, the kernel's count) is on
+//! such a machine and skips the yield: 0.99–1.04× behind nginx, and still
+//! 1.10–1.17× against the local driver.
+//!
 //! With nothing else runnable on the CPU the yield returns at once (one
-//! system call per `yield_after_us` of work); a lone client's requests
-//! never reach it, since its worker waits for I/O between them.
+//! system call per `yield_after_us` of work, and one read of the
+//! schedstat); a lone client's requests reach it only when one takes longer
+//! than the turn to serve, since its worker waits for I/O between them.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,10 +67,93 @@ pub fn after_response_write() {
         Turn::Start => RUNNING_SINCE.set(Some(now)),
         Turn::Keep => {}
         Turn::Yield => {
+            if cpu_wait::waited_since_last_turn(now) {
+                RUNNING_SINCE.set(Some(now));
+                return;
+            }
             yield_cpu();
             crate::telemetry::metrics::metrics().worker_yields.inc();
             RUNNING_SINCE.set(Some(Instant::now()));
         }
+    }
+}
+
+/// How long this thread was runnable but not running, by the kernel's count.
+mod cpu_wait {
+    use std::cell::RefCell;
+    use std::time::Instant;
+
+    /// The thread's schedstat, kept open, and the last reading of it.
+    struct Reading {
+        #[cfg(target_os = "linux")]
+        file: std::fs::File,
+        at: Instant,
+        run_delay_ns: u64,
+    }
+
+    thread_local! {
+        static LAST: RefCell<Option<Reading>> = const { RefCell::new(None) };
+    }
+
+    /// Whether the thread waited for a CPU for more than a tenth of the
+    /// time since the last call (false on the first, and where the kernel
+    /// does not say).
+    pub fn waited_since_last_turn(now: Instant) -> bool {
+        LAST.with_borrow_mut(|last| {
+            let Some(reading) = last else {
+                *last = open(now);
+                return false;
+            };
+            let Some(run_delay_ns) = read(reading) else {
+                return false;
+            };
+            let waited = run_delay_ns.saturating_sub(reading.run_delay_ns);
+            let span = now.saturating_duration_since(reading.at).as_nanos() as u64;
+            reading.at = now;
+            reading.run_delay_ns = run_delay_ns;
+            contended(waited, span)
+        })
+    }
+
+    /// Over a tenth of `span_ns` spent waiting for a CPU.
+    pub(super) fn contended(waited_ns: u64, span_ns: u64) -> bool {
+        waited_ns.saturating_mul(10) > span_ns
+    }
+
+    #[cfg(target_os = "linux")]
+    fn open(now: Instant) -> Option<Reading> {
+        let file = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
+        let mut reading = Reading {
+            file,
+            at: now,
+            run_delay_ns: 0,
+        };
+        reading.run_delay_ns = read(&reading)?;
+        Some(reading)
+    }
+
+    /// `cpu-time run-delay timeslices`, in ns; read again from the start.
+    #[cfg(target_os = "linux")]
+    fn read(reading: &Reading) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let n = reading.file.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n])
+            .ok()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn open(_now: Instant) -> Option<Reading> {
+        None
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn read(_reading: &Reading) -> Option<u64> {
+        None
     }
 }
 
@@ -97,6 +186,26 @@ fn yield_cpu() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_that_waited_for_its_cpu_skips_its_turn() {
+        // 100 µs since the last turn: up to 10 µs of waiting is not contention.
+        assert!(!cpu_wait::contended(0, 100_000));
+        assert!(!cpu_wait::contended(10_000, 100_000));
+        assert!(cpu_wait::contended(10_001, 100_000));
+        assert!(!cpu_wait::contended(u64::MAX, u64::MAX));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_threads_cpu_wait_is_read_from_the_kernel() {
+        let t0 = Instant::now();
+        // The first call opens the file and reads the baseline.
+        assert!(!cpu_wait::waited_since_last_turn(t0));
+        // A thread that only slept did not wait for a CPU.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!cpu_wait::waited_since_last_turn(Instant::now()));
+    }
 
     #[test]
     fn a_run_yields_once_it_has_lasted_the_configured_time() {
