@@ -71,7 +71,8 @@ pub fn after_response_write() {
                 RUNNING_SINCE.set(Some(now));
                 return;
             }
-            yield_cpu();
+            // `sched_yield(2)` on Unix.
+            std::thread::yield_now();
             crate::telemetry::metrics::metrics().worker_yields.inc();
             RUNNING_SINCE.set(Some(Instant::now()));
         }
@@ -173,16 +174,6 @@ fn turn(running_since: Option<Instant>, now: Instant, after: Duration) -> Turn {
     }
 }
 
-fn yield_cpu() {
-    #[cfg(unix)]
-    // SAFETY: no arguments, touches no memory; it cannot fail on Linux.
-    unsafe {
-        libc::sched_yield();
-    }
-    #[cfg(not(unix))]
-    std::thread::yield_now();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +196,22 @@ mod tests {
         // A thread that only slept did not wait for a CPU.
         std::thread::sleep(Duration::from_millis(200));
         assert!(!cpu_wait::waited_since_last_turn(Instant::now()));
+        // Sharing one CPU with a spinning thread, it waits about half the time.
+        let cpu = crate::workers::affinity::allowed()[0];
+        crate::workers::affinity::set_current_thread(&[cpu]).unwrap();
+        let spin = |for_: Duration| {
+            let start = Instant::now();
+            while start.elapsed() < for_ {
+                std::hint::spin_loop();
+            }
+        };
+        let rival = std::thread::spawn(move || {
+            crate::workers::affinity::set_current_thread(&[cpu]).unwrap();
+            spin(Duration::from_millis(300));
+        });
+        spin(Duration::from_millis(300));
+        rival.join().unwrap();
+        assert!(cpu_wait::waited_since_last_turn(Instant::now()));
     }
 
     #[test]
