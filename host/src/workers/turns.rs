@@ -74,7 +74,12 @@ pub fn after_response_write() {
             // `sched_yield(2)` on Unix.
             std::thread::yield_now();
             crate::telemetry::metrics::metrics().worker_yields.inc();
-            RUNNING_SINCE.set(Some(Instant::now()));
+            let resumed = Instant::now();
+            // The wait the yield itself caused (the peer running on this
+            // CPU) is the turn working, not contention: the next turn
+            // counts from here.
+            cpu_wait::rebase(resumed);
+            RUNNING_SINCE.set(Some(resumed));
         }
     }
 }
@@ -113,6 +118,18 @@ mod cpu_wait {
             reading.at = now;
             reading.run_delay_ns = run_delay_ns;
             contended(waited, span)
+        })
+    }
+
+    /// Start the next span now, from a fresh reading.
+    pub fn rebase(now: Instant) {
+        LAST.with_borrow_mut(|last| {
+            if let Some(reading) = last
+                && let Some(run_delay_ns) = read(reading)
+            {
+                reading.at = now;
+                reading.run_delay_ns = run_delay_ns;
+            }
         })
     }
 
@@ -205,13 +222,21 @@ mod tests {
                 std::hint::spin_loop();
             }
         };
-        let rival = std::thread::spawn(move || {
-            crate::workers::affinity::set_current_thread(&[cpu]).unwrap();
+        let wait_behind_a_rival = || {
+            let rival = std::thread::spawn(move || {
+                crate::workers::affinity::set_current_thread(&[cpu]).unwrap();
+                spin(Duration::from_millis(300));
+            });
             spin(Duration::from_millis(300));
-        });
-        spin(Duration::from_millis(300));
-        rival.join().unwrap();
+            rival.join().unwrap();
+        };
+        wait_behind_a_rival();
         assert!(cpu_wait::waited_since_last_turn(Instant::now()));
+        // A wait the turn itself caused is forgotten once the turn ends.
+        wait_behind_a_rival();
+        cpu_wait::rebase(Instant::now());
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!cpu_wait::waited_since_last_turn(Instant::now()));
     }
 
     #[test]
