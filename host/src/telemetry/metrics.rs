@@ -142,6 +142,8 @@ pub struct Metrics {
     pub guest_calls_handed_over: Counter,
     /// Workers' `sched_yield`s after a long run (`workers::turns`).
     pub worker_yields: Counter,
+    /// Turns skipped because the worker had itself waited for a CPU.
+    pub worker_turns_skipped: Counter,
     pub guest_calls_from_standby: Counter,
     pub standby_instances: Gauge,
     pub page_entries: AtomicHistogram,
@@ -178,6 +180,7 @@ impl Metrics {
             slots_in_use: Gauge::default(),
             guest_calls_handed_over: Counter::default(),
             worker_yields: Counter::default(),
+            worker_turns_skipped: Counter::default(),
             guest_calls_from_standby: Counter::default(),
             standby_instances: Gauge::default(),
             page_entries: counts(),
@@ -270,6 +273,11 @@ impl Metrics {
             "worker_yields",
             "Times a worker that had run [workers] yield_after_us without waiting for I/O gave its CPU to whatever else was runnable there, after a response write",
             m.worker_yields.clone(),
+        );
+        r.register(
+            "worker_turns_skipped",
+            "Turns a worker skipped because it had itself waited for a CPU for over a tenth of the time since its last turn: the CPUs are oversubscribed (a proxy or other processes beside the server), where a yield gives nothing back",
+            m.worker_turns_skipped.clone(),
         );
         r.register(
             "guest_calls_from_standby",

@@ -68,6 +68,9 @@ pub fn after_response_write() {
         Turn::Keep => {}
         Turn::Yield => {
             if cpu_wait::waited_since_last_turn(now) {
+                crate::telemetry::metrics::metrics()
+                    .worker_turns_skipped
+                    .inc();
                 RUNNING_SINCE.set(Some(now));
                 return;
             }
