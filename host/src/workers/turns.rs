@@ -19,8 +19,10 @@
 //! the plain turn served 0.77–0.95× the pages there. A worker that waited
 //! for a CPU for over a tenth of the time since its last turn (its
 //! `run_delay` in `/proc/thread-self/schedstat`, the kernel's count) is on
-//! such a machine and skips the yield: 0.99–1.04× behind nginx, and still
-//! 1.10–1.17× against the local driver.
+//! such a machine and skips the yield: 1.03–1.23× behind nginx, and
+//! 1.04–1.21× against the local driver (twenty-eighth round). The wait a
+//! yield itself causes (the client running on this CPU) is the turn
+//! working, so the gate's span starts again when the yield returns.
 //!
 //! With nothing else runnable on the CPU the yield returns at once (one
 //! system call per `yield_after_us` of work, and one read of the
