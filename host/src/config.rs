@@ -1314,6 +1314,21 @@ mod tests {
     }
 
     #[test]
+    fn signatures_required_without_trusted_keys_are_refused() {
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\nrequire_signatures = true\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("needs at least one sources.trusted_keys"),
+            "{e}"
+        );
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\ntrusted_keys = ['k.pub']\n")
+            .unwrap();
+        assert!(c.sources.trusted_keys[0].ends_with("/k.pub"));
+        assert!(!c.sources.require_signatures);
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         let e = parse("sources_dir = 's'\nstate_dir = 't'\npage_sise = 3\n").unwrap_err();
         assert!(e.to_string().contains("page_sise"), "{e}");
