@@ -264,6 +264,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Directory of `NAME.wasm` sources (+ optional `NAME.toml` manifests).
     pub sources_dir: PathBuf,
+    /// `[sources]`: the keys whose signatures (`NAME.sig`) are trusted and
+    /// whether every source must carry one (`distribution::signature`).
+    #[serde(default)]
+    pub sources: SourcesConfig,
     /// Where the dev-mode secret (and, by default, the precompile cache) live.
     pub state_dir: PathBuf,
     /// The precompile cache; default `STATE_DIR/precompiled`. Servers may
@@ -964,6 +968,9 @@ impl TryFrom<StaticResourceFile> for StaticResourceConfig {
     }
 }
 
+/// `[sources]`: defined by the signature check, which owns it.
+pub use crate::distribution::signature::SourcesConfig;
+
 /// `[databases.LABEL]`: defined by the SQL capability, which owns it.
 pub use crate::runtime::capabilities::sql::config::{DatabaseConfig, Engine, EngineConfig};
 
@@ -1037,6 +1044,7 @@ impl Config {
         config.file = path.to_owned();
         let base = path.parent().unwrap_or(Path::new("."));
         config.sources_dir = base.join(&config.sources_dir);
+        config.sources.resolve(base);
         config.state_dir = base.join(&config.state_dir);
         config.cache_dir = Some(match &config.cache_dir {
             Some(dir) => base.join(dir),
@@ -1080,6 +1088,9 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigProblem> {
         use ConfigProblem::NotPositive;
+        if self.sources.require_signatures && self.sources.trusted_keys.is_empty() {
+            return Err(ConfigProblem::SignaturesWithoutKeys);
+        }
         if let Some(r) = self.traces.sample_ratio
             && !(0.0..=1.0).contains(&r)
         {
@@ -1219,6 +1230,8 @@ pub enum ConfigProblem {
         dir.display()
     )]
     KeyInsideCache { key: PathBuf, dir: PathBuf },
+    #[error("sources.require_signatures needs at least one sources.trusted_keys entry")]
+    SignaturesWithoutKeys,
 }
 
 /// A `[budget]` (the server's, or a source manifest's after it applies).
@@ -1239,7 +1252,13 @@ impl SourceManifest {
             path: path.to_owned(),
             source,
         })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        Self::parse(path, &text)
+    }
+
+    /// A manifest from bytes already read (the ones its signature was
+    /// checked over), `path` naming it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<SourceManifest, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
             message: one_line(&e.to_string()),
         })
@@ -1292,6 +1311,21 @@ mod tests {
         assert_eq!(c.list_pagination.page_size, 50);
         assert_eq!(c.page_byte_limit(), 1 << 20);
         assert!(c.sources_dir.ends_with("s"));
+    }
+
+    #[test]
+    fn signatures_required_without_trusted_keys_are_refused() {
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\nrequire_signatures = true\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("needs at least one sources.trusted_keys"),
+            "{e}"
+        );
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\ntrusted_keys = ['k.pub']\n")
+            .unwrap();
+        assert!(c.sources.trusted_keys[0].ends_with("/k.pub"));
+        assert!(!c.sources.require_signatures);
     }
 
     #[test]
