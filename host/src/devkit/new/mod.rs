@@ -263,7 +263,16 @@ mod tests {
             }
             let created = create("notes", lang, Some(&target)).unwrap();
             for file in files::of(lang) {
-                assert!(target.join(file.path).is_file(), "{}", file.path);
+                let expected = match file.kind {
+                    files::Kind::Template => fill(file.contents, lang, &created.name),
+                    files::Kind::Verbatim => file.contents.to_owned(),
+                };
+                assert_eq!(
+                    std::fs::read_to_string(target.join(file.path)).unwrap(),
+                    expected,
+                    "{}",
+                    file.path
+                );
             }
             assert!(created.summary().contains("notes"));
         }
