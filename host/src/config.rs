@@ -121,6 +121,11 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// Connections open at once from one peer IP address (over it: closed at
 /// once). Half the global cap, so one address cannot take every connection.
 pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 256;
+/// What one peer is, for the per-peer caps: an IPv6 client is usually
+/// given a /64, so each of its addresses is not a peer of its own.
+pub const DEFAULT_PEER_IPV6_PREFIX: u8 = 64;
+/// IPv4: each address is a peer (a whole /24 is often many customers).
+pub const DEFAULT_PEER_IPV4_PREFIX: u8 = 32;
 /// When `accept` fails for lack of descriptors (EMFILE/ENFILE), the loop
 /// pauses this long at first, doubling up to the maximum while it keeps failing.
 pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -405,6 +410,10 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// Connections open at once from one peer IP address.
     pub max_connections_per_peer: usize,
+    /// Leading bits of an IPv6 address that name one peer (0..=128).
+    pub peer_ipv6_prefix: u8,
+    /// Leading bits of an IPv4 address that name one peer (0..=32).
+    pub peer_ipv4_prefix: u8,
     /// Legacy-protocol sessions kept at most (oldest idle evicted first;
     /// never one with a request in flight, never an authenticated one for
     /// an anonymous newcomer).
@@ -430,6 +439,8 @@ impl Default for HttpConfig {
             shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            peer_ipv6_prefix: DEFAULT_PEER_IPV6_PREFIX,
+            peer_ipv4_prefix: DEFAULT_PEER_IPV4_PREFIX,
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             max_anonymous_sessions: DEFAULT_MAX_ANONYMOUS_SESSIONS,
@@ -1145,6 +1156,9 @@ impl Config {
                 "http.max_connections, max_connections_per_peer, max_sessions_per_principal and max_anonymous_sessions",
             ));
         }
+        if h.peer_ipv6_prefix > 128 || h.peer_ipv4_prefix > 32 {
+            return Err(ConfigProblem::PeerPrefix);
+        }
         check_budget(&self.budget, r.max_memory_bytes)?;
         if self.cache_key_file().starts_with(self.cache_dir()) {
             return Err(ConfigProblem::KeyInsideCache {
@@ -1222,6 +1236,8 @@ pub enum ConfigProblem {
         crate::workers::MAX_YIELD_AFTER_US
     )]
     YieldAfter,
+    #[error("http.peer_ipv6_prefix must be 0..=128 and http.peer_ipv4_prefix 0..=32")]
+    PeerPrefix,
     #[error("budget: {0}")]
     Budget(#[from] BudgetProblem),
     #[error(
@@ -1385,6 +1401,23 @@ mod tests {
         );
         let e = with(MAX_GUEST_THREADS + 1).unwrap_err();
         assert!(e.to_string().contains("guest_threads"), "{e}");
+    }
+
+    #[test]
+    fn peer_prefixes_default_to_64_and_32_and_are_bounded() {
+        let with = |v6: u32, v4: u32| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[http]\npeer_ipv6_prefix = {v6}\npeer_ipv4_prefix = {v4}\n"
+            ))
+        };
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        assert_eq!((c.http.peer_ipv6_prefix, c.http.peer_ipv4_prefix), (64, 32));
+        let c = with(56, 24).unwrap();
+        assert_eq!((c.http.peer_ipv6_prefix, c.http.peer_ipv4_prefix), (56, 24));
+        for (v6, v4) in [(129, 32), (64, 33)] {
+            let e = with(v6, v4).unwrap_err();
+            assert!(e.to_string().contains("peer_ipv"), "{e}");
+        }
     }
 
     #[test]
