@@ -41,7 +41,9 @@ pub struct DatabaseConfig {
     pub engine: EngineConfig,
 }
 
-/// The engine-specific part of a `[databases.LABEL]` section.
+/// The engine-specific part of a `[databases.LABEL]` section. One per
+/// database, read once at startup: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum EngineConfig {
     Sqlite(SqliteConfig),
