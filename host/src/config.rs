@@ -1662,6 +1662,26 @@ mod tests {
         assert_eq!(c.auth.cache_max_age_s, DEFAULT_TOKEN_CACHE_MAX_AGE_S);
     }
 
+    /// Issue 48: the config types derived `Debug` with the secrets in them.
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let c = parse(
+            "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'introspection'\n\
+             authorization_servers = ['https://as']\n[auth.introspection]\nendpoint = 'https://as/i'\n\
+             client_id = 'c'\nclient_secret = 'hunter2-client'\n[databases.pg]\nengine = 'postgres'\n\
+             url = 'postgres://u:hunter2-url@h/d'\n[databases.pg2]\nengine = 'postgres'\nhost = 'h'\n\
+             password = 'hunter2-password'\n",
+        )
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(shown.matches("[redacted]").count(), 3, "{shown}");
+        let AuthMethod::Introspection(i) = &c.auth.method else {
+            panic!("mode introspection")
+        };
+        assert_eq!(i.client_secret.as_ref().unwrap().expose(), "hunter2-client");
+    }
+
     #[test]
     fn manifest_overrides_budget() {
         let m: SourceManifest =
