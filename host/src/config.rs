@@ -952,6 +952,10 @@ pub struct IntrospectionConfig {
     /// Introspection requests in flight at once (one per distinct token).
     #[serde(default = "default_max_concurrent_introspection")]
     pub max_concurrent: usize,
+    /// Of those, how many one peer (an IPv4 address, an IPv6 /64) may hold;
+    /// default a quarter (at least 1). Behind a proxy every client is the
+    /// proxy's address: raise it there, up to `max_concurrent`.
+    pub max_concurrent_per_peer: Option<usize>,
     /// Seconds an inactive token's answer is remembered (0: not at all).
     #[serde(default = "default_introspection_negative_cache_s")]
     pub negative_cache_s: u64,

@@ -51,7 +51,8 @@ impl Introspector {
                 Duration::from_secs(c.negative_cache_s),
                 c.negative_cache_entries,
                 Duration::from_millis(c.timeout_ms),
-            ),
+            )
+            .with_per_peer(c.max_concurrent_per_peer),
         })
     }
 

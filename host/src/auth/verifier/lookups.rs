@@ -114,6 +114,15 @@ impl Lookups {
         }
     }
 
+    /// One peer's share of the lookups in flight, instead of a quarter
+    /// (`None`: keep that), at least 1 and at most all of them.
+    pub fn with_per_peer(mut self, per_peer: Option<usize>) -> Self {
+        if let Some(n) = per_peer {
+            self.per_peer = n.clamp(1, self.permits.available_permits().max(1));
+        }
+        self
+    }
+
     /// Verify `token` presented by `peer` (`None`: the stdio client),
     /// calling `lookup` only if no answer is cached or in flight.
     pub async fn verify<F, Fut>(&self, token: &str, peer: Option<IpAddr>, lookup: F) -> Outcome
@@ -357,6 +366,19 @@ mod tests {
         assert!(r.is_ok(), "a real token from another peer: {r:?}");
         flood.await.unwrap();
         assert!(l.peers.lock().unwrap().is_empty(), "peers forgotten");
+    }
+
+    #[test]
+    fn a_peers_share_is_a_quarter_unless_configured() {
+        let share = |per_peer| {
+            Lookups::new(8, Duration::from_secs(1), 1, Duration::from_secs(1))
+                .with_per_peer(per_peer)
+                .per_peer
+        };
+        assert_eq!(share(None), 2);
+        assert_eq!(share(Some(0)), 1);
+        assert_eq!(share(Some(5)), 5);
+        assert_eq!(share(Some(100)), 8, "at most all of them");
     }
 
     #[test]
