@@ -467,7 +467,11 @@ async fn ten_thousand_anonymous_initializes_do_not_evict_alice() {
 async fn stall(server: SocketAddr, from: IpAddr, n: usize) -> Vec<TcpStream> {
     let mut out = Vec::new();
     for _ in 0..n {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        let socket = if from.is_ipv6() {
+            tokio::net::TcpSocket::new_v6().unwrap()
+        } else {
+            tokio::net::TcpSocket::new_v4().unwrap()
+        };
         socket.bind(SocketAddr::new(from, 0)).unwrap();
         out.push(socket.connect(server).await.unwrap());
     }
@@ -644,6 +648,96 @@ async fn the_per_peer_connection_cap_obeyed_and_violated() {
     );
     assert_eq!(list_from(&s, ip("127.0.0.3"), &token).await.ok(), Some(200));
     drop(held);
+}
+
+/// IPv6 peers are grouped by prefix (default /64): a client given a /64
+/// opened the per-peer cap again from each of its addresses. Loopback has
+/// only ::1, so this runs in a network namespace of its own (a thread that
+/// unshares it; the server, spawned from that thread, is in it too), with
+/// addresses of two /64s on its `lo`. Over the cap from a third address of
+/// the same /64: closed; another /64: served. With `peer_ipv6_prefix = 128`
+/// each address is a peer again (the opt-out a Kubernetes pod network uses).
+#[test]
+fn many_addresses_of_one_ipv6_64_share_the_per_peer_cap() {
+    std::thread::spawn(|| {
+        // SAFETY: unshare has no memory preconditions; CLONE_NEWNET moves
+        // this thread (and what it spawns) only.
+        let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(
+            rc,
+            0,
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        );
+        let ip_cmd = |args: &str| {
+            let ok = std::process::Command::new("ip")
+                .args(args.split(' '))
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "ip {args}");
+        };
+        ip_cmd("link set lo up");
+        for a in [
+            "2001:db8:48::1",
+            "2001:db8:48::2",
+            "2001:db8:48::3",
+            "2001:db8:48::4",
+            "2001:db8:49::1",
+        ] {
+            ip_cmd(&format!("-6 addr add {a}/64 dev lo nodad"));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let grouped = server()
+                .config("[http]\nmax_connections_per_peer = 2\n")
+                .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
+                .prepare()
+                .start_on("[2001:db8:48::1]:0");
+            let at = addr(&grouped);
+            let mut held = stall(at, ip("2001:db8:48::2"), 1).await;
+            held.extend(stall(at, ip("2001:db8:48::3"), 1).await);
+            for h in &mut held {
+                assert!(
+                    served(h, &grouped.host_port()).await.is_some(),
+                    "two of the /64: served"
+                );
+            }
+            let mut third = stall(at, ip("2001:db8:48::4"), 1).await;
+            assert!(
+                closed_by_server(&mut third[0]).await,
+                "a third address of the same /64 is over the per-peer cap"
+            );
+            let mut other = stall(at, ip("2001:db8:49::1"), 1).await;
+            assert!(
+                served(&mut other[0], &grouped.host_port()).await.is_some(),
+                "another /64 has its own share"
+            );
+            drop(held);
+
+            let each = server()
+                .config("[http]\nmax_connections_per_peer = 2\npeer_ipv6_prefix = 128\n")
+                .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
+                .prepare()
+                .start_on("[2001:db8:48::1]:0");
+            let at = addr(&each);
+            let mut held = Vec::new();
+            for from in ["2001:db8:48::2", "2001:db8:48::3", "2001:db8:48::4"] {
+                held.extend(stall(at, ip(from), 1).await);
+            }
+            for h in &mut held {
+                assert!(
+                    served(h, &each.host_port()).await.is_some(),
+                    "/128: each address its own peer"
+                );
+            }
+        });
+    })
+    .join()
+    .unwrap();
 }
 
 /// The global cap: 3 connections from 3 addresses are served, a 4th from a

@@ -126,6 +126,11 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// Connections open at once from one peer IP address (over it: closed at
 /// once). Half the global cap, so one address cannot take every connection.
 pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 256;
+/// What one peer is, for the per-peer caps: an IPv6 client is usually
+/// given a /64, so each of its addresses is not a peer of its own.
+pub const DEFAULT_PEER_IPV6_PREFIX: u8 = 64;
+/// IPv4: each address is a peer (a whole /24 is often many customers).
+pub const DEFAULT_PEER_IPV4_PREFIX: u8 = 32;
 /// When `accept` fails for lack of descriptors (EMFILE/ENFILE), the loop
 /// pauses this long at first, doubling up to the maximum while it keeps failing.
 pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -282,6 +287,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Directory of `NAME.wasm` sources (+ optional `NAME.toml` manifests).
     pub sources_dir: PathBuf,
+    /// `[sources]`: the keys whose signatures (`NAME.sig`) are trusted and
+    /// whether every source must carry one (`distribution::signature`).
+    #[serde(default)]
+    pub sources: SourcesConfig,
     /// Where the dev-mode secret (and, by default, the precompile cache) live.
     pub state_dir: PathBuf,
     /// The precompile cache; default `STATE_DIR/precompiled`. Servers may
@@ -422,6 +431,10 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// Connections open at once from one peer IP address.
     pub max_connections_per_peer: usize,
+    /// Leading bits of an IPv6 address that name one peer (0..=128).
+    pub peer_ipv6_prefix: u8,
+    /// Leading bits of an IPv4 address that name one peer (0..=32).
+    pub peer_ipv4_prefix: u8,
     /// Legacy-protocol sessions kept at most (oldest idle evicted first;
     /// never one with a request in flight, never an authenticated one for
     /// an anonymous newcomer).
@@ -447,6 +460,8 @@ impl Default for HttpConfig {
             shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            peer_ipv6_prefix: DEFAULT_PEER_IPV6_PREFIX,
+            peer_ipv4_prefix: DEFAULT_PEER_IPV4_PREFIX,
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             max_anonymous_sessions: DEFAULT_MAX_ANONYMOUS_SESSIONS,
@@ -1055,6 +1070,9 @@ impl TryFrom<StaticResourceFile> for StaticResourceConfig {
     }
 }
 
+/// `[sources]`: defined by the signature check, which owns it.
+pub use crate::distribution::signature::SourcesConfig;
+
 /// `[databases.LABEL]`: defined by the SQL capability, which owns it.
 pub use crate::runtime::capabilities::sql::config::{DatabaseConfig, Engine, EngineConfig};
 
@@ -1128,6 +1146,7 @@ impl Config {
         config.file = path.to_owned();
         let base = path.parent().unwrap_or(Path::new("."));
         config.sources_dir = base.join(&config.sources_dir);
+        config.sources.resolve(base);
         config.state_dir = base.join(&config.state_dir);
         config.cache_dir = Some(match &config.cache_dir {
             Some(dir) => base.join(dir),
@@ -1186,6 +1205,9 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigProblem> {
         use ConfigProblem::NotPositive;
+        if self.sources.require_signatures && self.sources.trusted_keys.is_empty() {
+            return Err(ConfigProblem::SignaturesWithoutKeys);
+        }
         if let Some(r) = self.traces.sample_ratio
             && !(0.0..=1.0).contains(&r)
         {
@@ -1239,6 +1261,9 @@ impl Config {
             return Err(NotPositive(
                 "http.max_connections, max_connections_per_peer, max_sessions_per_principal and max_anonymous_sessions",
             ));
+        }
+        if h.peer_ipv6_prefix > 128 || h.peer_ipv4_prefix > 32 {
+            return Err(ConfigProblem::PeerPrefix);
         }
         check_budget(&self.budget, r.max_memory_bytes)?;
         if self.cache_key_file().starts_with(self.cache_dir()) {
@@ -1317,6 +1342,8 @@ pub enum ConfigProblem {
         crate::workers::MAX_YIELD_AFTER_US
     )]
     YieldAfter,
+    #[error("http.peer_ipv6_prefix must be 0..=128 and http.peer_ipv4_prefix 0..=32")]
+    PeerPrefix,
     #[error("budget: {0}")]
     Budget(#[from] BudgetProblem),
     #[error(
@@ -1327,6 +1354,8 @@ pub enum ConfigProblem {
     KeyInsideCache { key: PathBuf, dir: PathBuf },
     #[error("{0}")]
     Secret(#[from] secret::SecretError),
+    #[error("sources.require_signatures needs at least one sources.trusted_keys entry")]
+    SignaturesWithoutKeys,
 }
 
 /// A `[budget]` (the server's, or a source manifest's after it applies).
@@ -1347,7 +1376,13 @@ impl SourceManifest {
             path: path.to_owned(),
             source,
         })?;
-        parse_toml(&text).map_err(|message| ConfigError::Parse {
+        Self::parse(path, &text)
+    }
+
+    /// A manifest from bytes already read (the ones its signature was
+    /// checked over), `path` naming it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<SourceManifest, ConfigError> {
+        parse_toml(text).map_err(|message| ConfigError::Parse {
             path: path.to_owned(),
             message,
         })
@@ -1435,6 +1470,21 @@ mod tests {
     }
 
     #[test]
+    fn signatures_required_without_trusted_keys_are_refused() {
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\nrequire_signatures = true\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("needs at least one sources.trusted_keys"),
+            "{e}"
+        );
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\ntrusted_keys = ['k.pub']\n")
+            .unwrap();
+        assert!(c.sources.trusted_keys[0].ends_with("/k.pub"));
+        assert!(!c.sources.require_signatures);
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         let e = parse("sources_dir = 's'\nstate_dir = 't'\npage_sise = 3\n").unwrap_err();
         assert!(e.to_string().contains("page_sise"), "{e}");
@@ -1491,6 +1541,23 @@ mod tests {
         );
         let e = with(MAX_GUEST_THREADS + 1).unwrap_err();
         assert!(e.to_string().contains("guest_threads"), "{e}");
+    }
+
+    #[test]
+    fn peer_prefixes_default_to_64_and_32_and_are_bounded() {
+        let with = |v6: u32, v4: u32| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[http]\npeer_ipv6_prefix = {v6}\npeer_ipv4_prefix = {v4}\n"
+            ))
+        };
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        assert_eq!((c.http.peer_ipv6_prefix, c.http.peer_ipv4_prefix), (64, 32));
+        let c = with(56, 24).unwrap();
+        assert_eq!((c.http.peer_ipv6_prefix, c.http.peer_ipv4_prefix), (56, 24));
+        for (v6, v4) in [(129, 32), (64, 33)] {
+            let e = with(v6, v4).unwrap_err();
+            assert!(e.to_string().contains("peer_ipv"), "{e}");
+        }
     }
 
     #[test]

@@ -220,6 +220,10 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     let limits = ConnectionLimits::new(
         app.config.http.max_connections,
         app.config.http.max_connections_per_peer,
+        crate::listener::PeerPrefixes {
+            v4: app.config.http.peer_ipv4_prefix,
+            v6: app.config.http.peer_ipv6_prefix,
+        },
         app.sources.runtime.open_connections(),
     );
     let mut failures = AcceptFailures::default();
