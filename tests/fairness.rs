@@ -777,7 +777,8 @@ async fn the_global_connection_cap_obeyed_and_violated() {
 // -------------------------------------------------------------- introspection
 
 /// An introspection endpoint that counts calls (per token) and the calls in
-/// flight at once, and answers every token as inactive after a pause.
+/// flight at once, and answers after a pause: tokens starting with `good`
+/// are active (for this server's audience), every other one inactive.
 struct Idp {
     url: String,
     calls: Arc<AtomicUsize>,
@@ -806,13 +807,32 @@ async fn idp() -> Idp {
                             calls.fetch_add(1, Ordering::SeqCst);
                             let n = now.fetch_add(1, Ordering::SeqCst) + 1;
                             peak.fetch_max(n, Ordering::SeqCst);
-                            let _ = req.into_body().collect().await;
+                            let form = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes().to_vec())
+                                .unwrap_or_default();
+                            let good = String::from_utf8_lossy(&form).contains("token=good");
                             // Long enough that the requests overlap however slowly
                             // the machine sends them.
                             tokio::time::sleep(Duration::from_millis(300)).await;
                             now.fetch_sub(1, Ordering::SeqCst);
+                            let answer = if good {
+                                let exp = std::time::SystemTime::now()
+                                    .duration_since(std::time::UNIX_EPOCH)
+                                    .unwrap()
+                                    .as_secs()
+                                    + 600;
+                                json!({"active": true, "sub": "alice", "client_id": "app-1",
+                                    "scope": "catalog:read", "exp": exp,
+                                    "aud": "https://mcp.example.test/mcp"})
+                                .to_string()
+                            } else {
+                                r#"{"active":false}"#.to_owned()
+                            };
                             let mut resp = http::Response::new(http_body_util::Full::new(
-                                bytes::Bytes::from_static(br#"{"active":false}"#),
+                                bytes::Bytes::from(answer),
                             ));
                             resp.headers_mut().insert(
                                 "content-type",
@@ -830,8 +850,20 @@ async fn idp() -> Idp {
     Idp { url, calls, peak }
 }
 
+/// A client that connects from `peer` (any 127.0.0.0/8 address is this
+/// host's loopback), so that the server sees several peers.
+fn client_from(peer: &str) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .local_address(peer.parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
 /// Observed: 200 random tokens → 200 introspection calls, 192 in flight at
-/// once. Now: 200 random tokens at once cost one call each, never more than
+/// once. Now: 200 random tokens at once (from four peers, each held to a
+/// quarter of the lookups: issue 48) cost one call each, never more than
 /// the cap (the default, 8) in flight; one token sent 50 times at once costs
 /// one call; sent again, the tokens cost none (remembered as inactive).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -846,17 +878,26 @@ async fn two_hundred_random_tokens_are_bounded_introspection() {
         .auth(Some(&auth))
         .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
         .start();
+    let peers: Vec<reqwest::Client> = (1..=4)
+        .map(|i| client_from(&format!("127.0.0.{i}")))
+        .collect();
     let send_all = |tokens: Vec<String>| {
         let url = s.url.clone();
+        let peers = peers.clone();
         async move {
             let tasks: Vec<_> = tokens
                 .into_iter()
-                .map(|t| {
+                .enumerate()
+                .map(|(i, t)| {
                     let url = url.clone();
+                    let client = peers[i % peers.len()].clone();
                     tokio::spawn(async move {
-                        modern(&url, Some(&t), json!(1), "resources/list", json!({}))
+                        modern_list(&client, &url, &t)
+                            .send()
                             .await
-                            .status
+                            .unwrap()
+                            .status()
+                            .as_u16()
                     })
                 })
                 .collect();
@@ -886,4 +927,61 @@ async fn two_hundred_random_tokens_are_bounded_introspection() {
     let again = send_all(tokens).await;
     assert!(again.iter().all(|s| *s == 401));
     assert_eq!(calls(), 201, "inactive tokens remembered");
+}
+
+/// Issue 48: each distinct random token takes a lookup, so 200 random
+/// tokens a second from one peer held all 8 and a real new token from
+/// another peer waited out `timeout_ms` and got refused. Now one peer holds
+/// at most a quarter of them: the real token verifies. Bounded: 200 tokens
+/// over one second, each lookup 300 ms, `timeout_ms` 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_real_token_verifies_under_a_flood_of_random_tokens() {
+    let idp = idp().await;
+    let auth = format!(
+        "[auth]\nmode = \"introspection\"\nresource = \"https://mcp.example.test/mcp\"\nauthorization_servers = [\"https://idp.example.test\"]\n\
+         [auth.introspection]\nendpoint = \"{}/introspect\"\nclient_id = \"rs\"\nclient_secret = \"s\"\ntimeout_ms = 1000\n",
+        idp.url
+    );
+    let s = server()
+        .auth(Some(&auth))
+        .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
+        .start();
+    let attacker = client_from("127.0.0.1");
+    let flood = {
+        let url = s.url.clone();
+        tokio::spawn(async move {
+            let mut tasks = Vec::new();
+            for _ in 0..200 {
+                let (url, client) = (url.clone(), attacker.clone());
+                tasks.push(tokio::spawn(async move {
+                    let token = format!("random-{:032x}", rand::random::<u128>());
+                    modern_list(&client, &url, &token)
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                        .as_u16()
+                }));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let mut statuses = Vec::new();
+            for t in tasks {
+                statuses.push(t.await.unwrap());
+            }
+            statuses
+        })
+    };
+    // Dozens of random tokens are queued by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = client_from("127.0.0.2");
+    let status = modern_list(&client, &s.url, "good-fresh-token")
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 200, "a fresh valid token from another peer");
+    let statuses = flood.await.unwrap();
+    assert!(statuses.iter().all(|s| *s != 200), "{statuses:?}");
+    assert!(idp.peak.load(Ordering::SeqCst) <= 8, "the cap holds");
 }

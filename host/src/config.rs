@@ -4,6 +4,7 @@
 //! silently fall back to a default.
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -80,6 +81,10 @@ pub const MAX_GUEST_OUTPUT_LINES_PER_CALL: usize = 20;
 /// Lines of guest output logged per source per second, over all its calls
 /// (both streams); the rest are suppressed and counted the same way.
 pub const MAX_GUEST_OUTPUT_LINES_PER_SECOND: usize = 100;
+/// "authentication failed" lines logged per second, from all clients
+/// together; the rest are counted in the next such line (`suppressed`).
+/// Anyone can send bad tokens: this bounds what they make the log hold.
+pub const MAX_AUTH_FAILURE_LOG_LINES_PER_SECOND: u32 = 10;
 /// The longest `uri-template` a source may register, in bytes. Matching a
 /// URI costs, per URI byte, one pass over a bitset of the template's states
 /// (at most this many + 1 bits, so 9 machine words) plus one step per
@@ -209,6 +214,19 @@ pub const DEFAULT_JWKS_REFRESH_INTERVAL_S: u64 = 60;
 /// Default `[auth] cache_max_age_s`: a verified token's principal is reused
 /// for at most min(`exp`, this long) (introspected revocations show within it).
 pub const DEFAULT_TOKEN_CACHE_MAX_AGE_S: u64 = 300;
+/// Most `[auth] leeway_s`: five minutes covers any real clock skew; more
+/// would accept a token that long after its `exp` (`leeway_s = 1e9` did:
+/// expired tokens forever).
+pub const MAX_LEEWAY_S: u64 = 300;
+/// Most `[auth] cache_max_age_s`: an hour, the same cap an introspected
+/// token gets (`introspection.rs`), so a revocation shows within it.
+pub const MAX_TOKEN_CACHE_MAX_AGE_S: u64 = 3600;
+/// A JWKS larger than this is a fetch error (read in chunks and given up
+/// past it, never held whole): real key sets are a few KiB.
+pub const MAX_JWKS_BYTES: usize = 1 << 20;
+/// An introspection answer larger than this is "unavailable", read the
+/// same way: a real one is a few hundred bytes.
+pub const MAX_INTROSPECTION_RESPONSE_BYTES: usize = 64 << 10;
 /// The precompile cache's key, by default in the state directory.
 pub const DEFAULT_CACHE_KEY_FILE: &str = "precompile-key";
 
@@ -368,9 +386,12 @@ pub struct TracesConfig {
     pub endpoint: Option<String>,
     /// `service.name`; falls back to `OTEL_SERVICE_NAME`, then `emseepea`.
     pub service_name: Option<String>,
-    /// The share of new traces recorded, 0.0..=1.0 (default 1.0). A request
-    /// whose `traceparent` says sampled (or not) follows its caller.
+    /// The share of requests recorded, 0.0..=1.0 (default 1.0), whatever
+    /// a client's `traceparent` says: the operator's sampling decides.
     pub sample_ratio: Option<f64>,
+    /// Also record every request whose `traceparent` says sampled (default
+    /// false): a client may then raise the share, never lower it.
+    pub follow_client_sampled: bool,
 }
 
 /// `[admin]`: the operator's listener, separate from MCP.
@@ -657,6 +678,7 @@ struct AuthFile {
     max_token_bytes: usize,
     cache_entries: usize,
     cache_max_age_s: u64,
+    allow_plain_http: bool,
     jwt: Option<JwtFile>,
     introspection: Option<IntrospectionConfig>,
 }
@@ -673,6 +695,7 @@ impl Default for AuthFile {
             max_token_bytes: 8192,
             cache_entries: 10_000,
             cache_max_age_s: DEFAULT_TOKEN_CACHE_MAX_AGE_S,
+            allow_plain_http: false,
             jwt: None,
             introspection: None,
         }
@@ -696,6 +719,42 @@ pub enum AuthConfigError {
     IntrospectionConcurrency,
     #[error("[auth] authorization_servers must list at least one server")]
     NoAuthorizationServer,
+    #[error(
+        "{key}: plain http is allowed only to a loopback host (127.0.0.0/8, ::1, localhost): \
+         anyone on the path could read the tokens and secrets it carries or swap the keys; \
+         use https, or set auth.allow_plain_http = true to accept that"
+    )]
+    PlainHttp { key: &'static str },
+    #[error("{key}: not an https (or loopback http) URL")]
+    NotHttpUrl { key: &'static str },
+    #[error("auth.leeway_s must be at most {MAX_LEEWAY_S}, got {0}")]
+    Leeway(u64),
+    #[error("auth.cache_max_age_s must be at most {MAX_TOKEN_CACHE_MAX_AGE_S}, got {0}")]
+    CacheMaxAge(u64),
+}
+
+/// `url` (the value of `key`) is https, or http to a loopback host, or
+/// `allow_plain_http` says plain http anywhere is accepted.
+fn check_fetch_url(
+    key: &'static str,
+    url: &str,
+    allow_plain_http: bool,
+) -> Result<(), AuthConfigError> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| AuthConfigError::NotHttpUrl { key })?;
+    let loopback = || {
+        let host = parsed.host_str().unwrap_or("");
+        let ip = host.trim_start_matches('[').trim_end_matches(']');
+        match ip.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip.to_canonical().is_loopback(),
+            Err(_) => host.eq_ignore_ascii_case("localhost"),
+        }
+    };
+    match parsed.scheme() {
+        "https" if parsed.has_host() => Ok(()),
+        "http" if parsed.has_host() && (allow_plain_http || loopback()) => Ok(()),
+        "http" if parsed.has_host() => Err(AuthConfigError::PlainHttp { key }),
+        _ => Err(AuthConfigError::NotHttpUrl { key }),
+    }
 }
 
 /// `[auth]`, checked: the verifier with the settings only it has, and what
@@ -717,15 +776,19 @@ pub struct AuthConfig {
     pub authorization_servers: Vec<String>,
     /// Claim that holds the user id.
     pub subject_claim: String,
-    /// Clock skew tolerated on `exp`/`nbf`.
+    /// Clock skew tolerated on `exp`/`nbf`; at most [`MAX_LEEWAY_S`].
     pub leeway_s: u64,
     /// Tokens longer than this are rejected without parsing.
     pub max_token_bytes: usize,
     /// Verified tokens remembered (by hash) until they expire.
     pub cache_entries: usize,
     /// A remembered token is re-verified after at most this long, even if
-    /// its `exp` is later (0: never remembered).
+    /// its `exp` is later (0: never remembered). At most
+    /// [`MAX_TOKEN_CACHE_MAX_AGE_S`].
     pub cache_max_age_s: u64,
+    /// Accept `http://` for the JWKS URL and the introspection endpoint to
+    /// any host (default: only to a loopback host). Named in the startup log.
+    pub allow_plain_http: bool,
 }
 
 impl Default for AuthConfig {
@@ -774,6 +837,24 @@ impl TryFrom<AuthFile> for AuthConfig {
             (_, Some(_), _) => return Err(unused("auth.jwt")),
             (_, None, Some(_)) => return Err(unused("auth.introspection")),
         };
+        match &method {
+            AuthMethod::Jwt(JwtConfig {
+                jwks: JwksSource::Url(url),
+                ..
+            }) => check_fetch_url("auth.jwt.jwks_url", url, f.allow_plain_http)?,
+            AuthMethod::Introspection(i) => check_fetch_url(
+                "auth.introspection.endpoint",
+                &i.endpoint,
+                f.allow_plain_http,
+            )?,
+            _ => {}
+        }
+        if f.leeway_s > MAX_LEEWAY_S {
+            return Err(AuthConfigError::Leeway(f.leeway_s));
+        }
+        if f.cache_max_age_s > MAX_TOKEN_CACHE_MAX_AGE_S {
+            return Err(AuthConfigError::CacheMaxAge(f.cache_max_age_s));
+        }
         // Dev mode advertises the server's own origin when none is listed.
         if matches!(method, AuthMethod::Jwt(_) | AuthMethod::Introspection(_))
             && f.authorization_servers.is_empty()
@@ -797,6 +878,7 @@ impl AuthConfig {
             max_token_bytes: f.max_token_bytes,
             cache_entries: f.cache_entries,
             cache_max_age_s: f.cache_max_age_s,
+            allow_plain_http: f.allow_plain_http,
         }
     }
 }
@@ -872,7 +954,12 @@ fn default_fetch_timeout_ms() -> u64 {
 pub struct IntrospectionConfig {
     pub endpoint: String,
     pub client_id: String,
-    pub client_secret: String,
+    /// Exactly one of `client_secret`, `client_secret_file` and
+    /// `client_secret_env` (`config/secret.rs`); after `Config::load`, the
+    /// value is here and the other two are `None`.
+    pub client_secret: Option<Secret>,
+    pub client_secret_file: Option<PathBuf>,
+    pub client_secret_env: Option<String>,
     #[serde(default = "default_fetch_timeout_ms")]
     pub timeout_ms: u64,
     /// Expected issuer (`iss` of the introspection response), if the server sends one.
@@ -880,6 +967,10 @@ pub struct IntrospectionConfig {
     /// Introspection requests in flight at once (one per distinct token).
     #[serde(default = "default_max_concurrent_introspection")]
     pub max_concurrent: usize,
+    /// Of those, how many one peer (an IPv4 address, an IPv6 /64) may hold;
+    /// default a quarter (at least 1). Behind a proxy every client is the
+    /// proxy's address: raise it there, up to `max_concurrent`.
+    pub max_concurrent_per_peer: Option<usize>,
     /// Seconds an inactive token's answer is remembered (0: not at all).
     #[serde(default = "default_introspection_negative_cache_s")]
     pub negative_cache_s: u64,
@@ -1048,9 +1139,9 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = parse_toml(&text).map_err(|message| ConfigError::Parse {
             path: path.to_owned(),
-            message: one_line(&e.to_string()),
+            message,
         })?;
         config.file = path.to_owned();
         let base = path.parent().unwrap_or(Path::new("."));
@@ -1070,10 +1161,16 @@ impl Config {
                 *file = base.join(&*file);
             }
         }
-        for db in config.databases.values_mut() {
+        let invalid = |problem: ConfigProblem| ConfigError::Invalid {
+            path: path.to_owned(),
+            problem,
+        };
+        for (label, db) in config.databases.iter_mut() {
             match &mut db.engine {
                 EngineConfig::Sqlite(sqlite) => sqlite.file = base.join(&sqlite.file),
                 EngineConfig::Postgres(pg) => {
+                    pg.load_secrets(&format!("databases.{label}"), base)
+                        .map_err(|e| invalid(e.into()))?;
                     if let Some(ca) = &pg.ca_file {
                         pg.ca_file = Some(base.join(ca));
                     }
@@ -1089,6 +1186,15 @@ impl Config {
         }) = &mut config.auth.method
         {
             *file = base.join(&*file);
+        }
+        if let AuthMethod::Introspection(i) = &mut config.auth.method {
+            let forms = secret::Forms {
+                key: "auth.introspection.client_secret",
+                inline: i.client_secret.take(),
+                file: i.client_secret_file.take(),
+                env: i.client_secret_env.take(),
+            };
+            i.client_secret = forms.load(base, true).map_err(|e| invalid(e.into()))?;
         }
         config.validate().map_err(|problem| ConfigError::Invalid {
             path: path.to_owned(),
@@ -1246,6 +1352,8 @@ pub enum ConfigProblem {
         dir.display()
     )]
     KeyInsideCache { key: PathBuf, dir: PathBuf },
+    #[error("{0}")]
+    Secret(#[from] secret::SecretError),
     #[error("sources.require_signatures needs at least one sources.trusted_keys entry")]
     SignaturesWithoutKeys,
 }
@@ -1274,11 +1382,41 @@ impl SourceManifest {
     /// A manifest from bytes already read (the ones its signature was
     /// checked over), `path` naming it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<SourceManifest, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
+        parse_toml(text).map_err(|message| ConfigError::Parse {
             path: path.to_owned(),
-            message: one_line(&e.to_string()),
+            message,
         })
     }
+}
+
+/// `text` as a `T`, or one line saying where, which key and what is wrong.
+/// TOML's own message quotes the offending line, and serde's the offending
+/// value: a secret written with the wrong type would be echoed to the log
+/// or a CI console. So the line is given by number, the key by its path,
+/// and a secret's type error by its kind only (`config/secret.rs`).
+fn parse_toml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    let at = |span: Option<std::ops::Range<usize>>| match span {
+        Some(span) => {
+            let line = text.as_bytes()[..span.start.min(text.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            format!("line {}: ", line + 1)
+        }
+        None => String::new(),
+    };
+    let de = toml::Deserializer::parse(text)
+        .map_err(|e| format!("{}{}", at(e.span()), one_line(e.message())))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        let message = match key.as_str() {
+            "" | "." => format!("{}{}", at(inner.span()), inner.message()),
+            key => format!("{}{key}: {}", at(inner.span()), inner.message()),
+        };
+        // A quoted key may hold a newline too.
+        one_line(&message)
+    })
 }
 
 impl ConfigError {
@@ -1308,6 +1446,8 @@ pub fn one_line(message: &str) -> String {
 
 #[cfg(test)]
 mod props;
+pub mod secret;
+pub use secret::Secret;
 
 #[cfg(test)]
 mod tests {
@@ -1591,6 +1731,26 @@ mod tests {
         let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
         assert!(c.cache_key_file().ends_with("t/precompile-key"));
         assert_eq!(c.auth.cache_max_age_s, DEFAULT_TOKEN_CACHE_MAX_AGE_S);
+    }
+
+    /// Issue 48: the config types derived `Debug` with the secrets in them.
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let c = parse(
+            "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'introspection'\n\
+             authorization_servers = ['https://as']\n[auth.introspection]\nendpoint = 'https://as/i'\n\
+             client_id = 'c'\nclient_secret = 'hunter2-client'\n[databases.pg]\nengine = 'postgres'\n\
+             url = 'postgres://u:hunter2-url@h/d'\n[databases.pg2]\nengine = 'postgres'\nhost = 'h'\n\
+             password = 'hunter2-password'\n",
+        )
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(shown.matches("[redacted]").count(), 3, "{shown}");
+        let AuthMethod::Introspection(i) = &c.auth.method else {
+            panic!("mode introspection")
+        };
+        assert_eq!(i.client_secret.as_ref().unwrap().expose(), "hunter2-client");
     }
 
     #[test]
