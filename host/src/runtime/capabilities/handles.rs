@@ -97,5 +97,28 @@ mod tests {
         assert_eq!(limits.sql_connections, 2);
         assert_eq!(limits.http_requests, DEFAULT_MAX_HTTP_REQUESTS);
         assert!(toml::from_str::<HandleLimits>("sockets = 1").is_err());
+        // From a source's manifest to every call of that source.
+        let config = crate::runtime::capabilities::harness::server_config("");
+        let server = crate::runtime::capabilities::ServerCapabilities::new(&config).unwrap();
+        let manifest: crate::config::SourceManifest = toml::from_str(
+            "[handles]
+http_requests = 3
+table_entries = 99
+",
+        )
+        .unwrap();
+        let grants = server.grant(&manifest).unwrap();
+        let call = grants
+            .for_call(&"s".into(), &"r".into(), std::time::Instant::now())
+            .unwrap();
+        assert_eq!(call.handles.http_requests, 3);
+        assert_eq!(call.handles.table_entries, 99);
+        assert_eq!(call.handles.sql_connections, DEFAULT_MAX_SQL_CONNECTIONS);
+        let state = crate::runtime::host_state::HostState::new(
+            call,
+            &crate::runtime::budget::Budget::new(&Default::default(), std::time::Instant::now()),
+            Default::default(),
+        );
+        assert_eq!(state.table.max_capacity(), 99);
     }
 }
