@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 /// The PostgreSQL keys of a `[databases.LABEL]` section (`engine`,
 /// `read_only` and `max_result_bytes` are the capability's own: `sql/config.rs`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
     /// `postgres://user:password@host:port/dbname?...` (libpq's URL form).
@@ -31,7 +31,9 @@ pub struct PostgresConfig {
     pub pool_size: usize,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TlsMode {
     Disable,
