@@ -76,7 +76,11 @@ impl<'a> Doc<'a> {
             return self.resolve(&defs.expect("schema definitions")[name]);
         }
         // A reference with a description of its own is `allOf: [ref]`.
-        if let Some([only]) = schema.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+        if let Some([only]) = schema
+            .get("allOf")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
             return self.resolve(only);
         }
         if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
