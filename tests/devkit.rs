@@ -384,23 +384,23 @@ fn given_principals_replace_the_defaults() {
 
 #[test]
 fn the_readme_embeds_the_minimal_guest_verbatim() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root().join("docs/src/guide/rust.md")).unwrap();
     let minimal =
         std::fs::read_to_string(root().join("guest-examples/minimal/src/lib.rs")).unwrap();
     assert!(
         readme.contains(&format!("// src/lib.rs\n{minimal}```")),
-        "README's minimal example differs from guest-examples/minimal/src/lib.rs"
+        "the book's minimal example (docs/src/guide/rust.md) differs from guest-examples/minimal/src/lib.rs"
     );
 }
 
 #[test]
 fn the_readme_embeds_the_python_guest_verbatim() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root().join("docs/src/guide/python.md")).unwrap();
     let notes =
         std::fs::read_to_string(root().join("guest-examples/python-notes/notes.py")).unwrap();
     let code = &notes[notes.find("from typing import").unwrap()..];
     assert!(
         readme.contains(&format!("```python\n{code}```")),
-        "README's Python example differs from guest-examples/python-notes/notes.py"
+        "the book's Python example (docs/src/guide/python.md) differs from guest-examples/python-notes/notes.py"
     );
 }

@@ -1,7 +1,7 @@
 //! `emseepea stdio`: MCP over newline-delimited JSON-RPC on stdin/stdout.
 //! Real clients (the Python SDK's `stdio_client`, the TypeScript SDK's
 //! `StdioClientTransport`, the MCP Inspector CLI) start the server from the
-//! client configuration README.md shows, and a raw driver checks the rules:
+//! client configuration the book shows (docs/src/operating/auth.md), and a raw driver checks the rules:
 //! the token from `EMSEEPEA_TOKEN`, re-verified once it expires; listings
 //! without a valid token fail clearly while the rest is served; stdout
 //! carries only JSON-RPC; cancellation; end of stdin and SIGTERM exit 0.
@@ -17,12 +17,13 @@ use std::time::Duration;
 use support::clients::{installed, python, run_json};
 use support::*;
 
-/// The client configuration block of README.md, verbatim.
+/// The client configuration block of the book's Authentication page
+/// (docs/src/operating/auth.md), verbatim.
 fn readme_snippet() -> Value {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root().join("docs/src/operating/auth.md")).unwrap();
     let start = readme
         .find("<!-- stdio-client-config -->")
-        .expect("README has the stdio client configuration");
+        .expect("the book has the stdio client configuration");
     let end = readme[start..]
         .find("<!-- /stdio-client-config -->")
         .unwrap()

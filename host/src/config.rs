@@ -279,7 +279,7 @@ pub enum ConfigError {
 }
 
 /// The server configuration file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Address to listen on (`--listen` overrides it).
@@ -301,6 +301,7 @@ pub struct Config {
     /// `STATE_DIR/precompile-key`. Must not be inside `cache_dir`.
     #[serde(default)]
     pub cache_key_file: Option<PathBuf>,
+    /// The MCP listener: endpoint, deadlines, body limits, origins, sessions, connections.
     #[serde(default)]
     pub http: HttpConfig,
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`); off unless set.
@@ -313,14 +314,17 @@ pub struct Config {
     /// set here or in `OTEL_EXPORTER_OTLP_ENDPOINT`.
     #[serde(default)]
     pub traces: TracesConfig,
+    /// The default guest budget of every call; a source's manifest may override it.
     #[serde(default)]
     pub budget: BudgetConfig,
+    /// The guest runtime: call slots, fair shares, the pooling allocator.
     #[serde(default)]
     pub runtime: RuntimeConfig,
     /// `[workers] pin`: one CPU per worker thread (`auto`, `always`, `never`);
     /// `yield_after_us`: when a busy worker gives a peer on its CPU a turn.
     #[serde(default)]
     pub workers: crate::workers::WorkersConfig,
+    /// `resources/list` pages.
     #[serde(default)]
     pub list_pagination: ListPagination,
     /// The seed's `maxApplicationResultBytes`: a bound on every serialized result.
@@ -329,8 +333,10 @@ pub struct Config {
     /// Bound on the content bytes of one `resources/read`.
     #[serde(default = "default_max_read_bytes")]
     pub max_read_bytes: usize,
+    /// How callers authenticate (OAuth 2.1 resource server).
     #[serde(default)]
     pub auth: AuthConfig,
+    /// Static resources (`[[resources]]`), listed before every source.
     #[serde(default)]
     pub resources: Vec<StaticResourceConfig>,
     /// Databases guests may be granted (label → file).
@@ -358,7 +364,18 @@ fn default_max_read_bytes() -> usize {
 }
 
 /// How log lines are written (to stderr).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Deserialize,
+    serde::Serialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// One `key=value` line per event (the default).
@@ -369,15 +386,17 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
+    /// `human` or `json` (`--log-format` overrides; `EMSEEPEA_LOG` filters
+    /// like `RUST_LOG`).
     pub format: LogFormat,
 }
 
 /// `[traces]`: where spans go. Every key falls back to the standard
 /// OpenTelemetry variable named with it; this file wins over the variable.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TracesConfig {
     /// The collector's OTLP/HTTP base URL (`http://collector:4318`);
@@ -388,6 +407,7 @@ pub struct TracesConfig {
     pub service_name: Option<String>,
     /// The share of requests recorded, 0.0..=1.0 (default 1.0), whatever
     /// a client's `traceparent` says: the operator's sampling decides.
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub sample_ratio: Option<f64>,
     /// Also record every request whose `traceparent` says sampled (default
     /// false): a client may then raise the share, never lower it.
@@ -395,7 +415,7 @@ pub struct TracesConfig {
 }
 
 /// `[admin]`: the operator's listener, separate from MCP.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// Where `/metrics`, `/healthz` and `/readyz` are served (never the MCP
@@ -403,12 +423,13 @@ pub struct AdminConfig {
     pub listen: Option<SocketAddr>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     /// The MCP endpoint path.
     pub endpoint: String,
     /// Deadline of every MCP request; flows into the guest budget.
+    #[schemars(range(min = 1))]
     pub request_timeout_ms: u64,
     /// Request bodies above this get 413 without being read to the end.
     pub max_body_bytes: usize,
@@ -443,6 +464,7 @@ pub struct HttpConfig {
     pub max_sessions_per_principal: usize,
     /// Sessions opened without a token, together.
     pub max_anonymous_sessions: usize,
+    /// A legacy session unused this long is dropped.
     pub session_idle_timeout_s: u64,
 }
 
@@ -472,7 +494,7 @@ impl Default for HttpConfig {
 
 /// A guest call's budget. The server's `[budget]` is the default; a source's
 /// manifest may override each field.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetConfig {
     /// Fuel (roughly: wasm instructions) per call.
@@ -494,11 +516,15 @@ impl Default for BudgetConfig {
 }
 
 /// Manifest budget overrides: any field left out keeps the server default.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetOverrides {
+    /// Fuel per call (default: the server's `[budget] fuel`).
     pub fuel: Option<u64>,
+    /// Wall-clock cap of one call (default: the server's).
     pub max_duration_ms: Option<u64>,
+    /// Memory cap of one call (default: the server's; at most
+    /// `[runtime] max_memory_bytes`).
     pub memory_bytes: Option<u64>,
     /// This source's calls running at once (default and maximum: the
     /// runtime's `max_calls_per_source`). With `memory_bytes` it bounds the
@@ -518,13 +544,14 @@ impl BudgetOverrides {
 
 /// Engine and pooling-allocator settings (serialized for the compiler
 /// process, which must build the very same engine).
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
     /// Epoch tick: a looping guest is stopped at most one tick after its
     /// deadline, a dropped call at its next tick.
     pub epoch_tick_us: u64,
     /// Guest calls running at once; further calls wait (within `slot_wait_ms`).
+    #[schemars(range(min = 1))]
     pub max_concurrent_calls: u32,
     /// Guest calls one caller may run at once (and as many may wait);
     /// default: `DEFAULT_CALLER_SHARE` of the pool.
@@ -555,6 +582,7 @@ pub struct RuntimeConfig {
     pub idle_trim_s: u64,
     /// Threads that run guest calls, handed over from the request's worker
     /// (`runtime/guest_threads.rs`); 0: calls always run on the worker.
+    #[schemars(range(max = MAX_GUEST_THREADS))]
     pub guest_threads: u32,
     /// The server is busy while at least this many client connections are
     /// open (0: always): calls then go to the guest threads (if any), and a
@@ -564,15 +592,20 @@ pub struct RuntimeConfig {
     /// Never-called instances kept ready, one per source at most, made after
     /// a call while the server is not busy (`runtime/standby.rs`); the pool
     /// holds this many instances beyond `max_concurrent_calls`. 0: none.
+    #[schemars(range(max = MAX_STANDBY_INSTANCES))]
     pub standby_instances: u32,
     /// Core instances, memories and tables one component may have
     /// (interpreted languages need more than Rust guests).
     pub max_core_instances_per_component: u32,
+    /// Linear memories one component may have.
     pub max_memories_per_component: u32,
+    /// Tables one component may have.
     pub max_tables_per_component: u32,
+    /// Elements of one table.
     pub max_table_elements: usize,
-    /// Bytes of VM metadata per core/component instance.
+    /// Bytes of VM metadata per core instance.
     pub max_core_instance_size: usize,
+    /// Bytes of VM metadata per component instance.
     pub max_component_instance_size: usize,
 }
 
@@ -621,12 +654,14 @@ impl RuntimeConfig {
 }
 
 /// The seed's `listPagination`.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListPagination {
     /// The seed's `listPagination.pageSize`: entries per page, static and dynamic combined.
+    #[schemars(range(min = 1, max = MAX_PAGE_SIZE))]
     pub page_size: u32,
     /// The seed's `listPagination.maxPageBytes`: bytes of the serialized JSON-RPC result.
+    #[schemars(range(min = 1024))]
     pub max_page_bytes: usize,
 }
 
@@ -641,7 +676,9 @@ impl Default for ListPagination {
 
 /// `auth.mode` as written: which verifier. [`AuthMethod`] is the same choice
 /// with that verifier's settings.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, Deserialize, serde::Serialize, PartialEq, Eq, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     #[default]
@@ -666,20 +703,42 @@ impl std::fmt::Display for AuthMode {
 /// `[auth.introspection]` holds its settings. Checked into [`AuthConfig`]
 /// while parsing, so a mode without its table (or a table its mode does not
 /// read) never reaches the server.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 struct AuthFile {
+    /// How bearer tokens are verified: `none` (refused once a source exports
+    /// `inventory` or a resource is protected), `dev` (tokens minted by
+    /// `emseepea token`), `jwt` (needs `[auth.jwt]`) or `introspection`
+    /// (needs `[auth.introspection]`).
     mode: AuthMode,
+    /// `initialize`, `server/discover`, `ping`, `resources/templates/list`
+    /// and public reads need no token; `false`: every request does.
+    /// `resources/list` always needs one once an inventory source exists.
     public_discovery: bool,
+    /// This server's canonical URL, the audience tokens must carry (RFC 8707).
+    /// Default: `http://LISTEN/ENDPOINT`.
     resource: Option<String>,
+    /// Authorization servers advertised in the protected-resource metadata.
+    /// `dev` may leave it empty (the server's own origin); `jwt` and
+    /// `introspection` must list one.
     authorization_servers: Vec<String>,
+    /// The claim that holds the user id.
     subject_claim: String,
+    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
     leeway_s: u64,
+    /// Tokens longer than this are refused without parsing.
     max_token_bytes: usize,
+    /// Verified tokens remembered (by hash) until they expire.
     cache_entries: usize,
+    /// A remembered token is verified again after at most this long, even
+    /// if its `exp` is later (0: never remembered). A changed JWKS flushes them.
     cache_max_age_s: u64,
+    /// Allow `http://` (not only `https://`) to a non-loopback JWKS or
+    /// introspection endpoint; the startup log names it. Default false.
     allow_plain_http: bool,
+    /// JWS access tokens verified with a JWKS (`mode = "jwt"`).
     jwt: Option<JwtFile>,
+    /// RFC 7662 token introspection (`mode = "introspection"`).
     introspection: Option<IntrospectionConfig>,
 }
 
@@ -759,8 +818,9 @@ fn check_fetch_url(
 
 /// `[auth]`, checked: the verifier with the settings only it has, and what
 /// every verifier shares.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "AuthFile")]
+#[schemars(with = "AuthFile")]
 pub struct AuthConfig {
     pub method: AuthMethod,
     /// When true, initialize/discover/ping/templates/list and public reads
@@ -892,16 +952,26 @@ pub enum JwksSource {
     Url(String),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct JwtFile {
+    /// The `iss` every token must carry.
     issuer: String,
+    /// A JWKS file, read at startup (relative to the config file); exactly
+    /// one of `jwks_file` and `jwks_url`.
     jwks_file: Option<PathBuf>,
+    /// A JWKS URL, fetched at startup and refreshed.
     jwks_url: Option<String>,
+    /// A `jwks_url` is refetched this often, and on an unknown `kid` at most
+    /// once per interval: a key removed at the issuer stops verifying within
+    /// one interval.
     #[serde(default = "default_jwks_refresh_s")]
+    #[schemars(range(min = 1))]
     jwks_refresh_interval_s: u64,
+    /// Timeout of one JWKS fetch.
     #[serde(default = "default_fetch_timeout_ms")]
     jwks_timeout_ms: u64,
+    /// If set, the JOSE `typ` header must equal it (e.g. `at+jwt`, RFC 9068).
     required_typ: Option<String>,
 }
 
@@ -949,17 +1019,23 @@ fn default_fetch_timeout_ms() -> u64 {
     5_000
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntrospectionConfig {
+    /// The RFC 7662 introspection endpoint.
     pub endpoint: String,
+    /// This server's client id at the authorization server.
     pub client_id: String,
-    /// Exactly one of `client_secret`, `client_secret_file` and
-    /// `client_secret_env` (`config/secret.rs`); after `Config::load`, the
-    /// value is here and the other two are `None`.
+    /// Its client secret (HTTP Basic authentication). Exactly one of
+    /// `client_secret`, `client_secret_file` and `client_secret_env`
+    /// (`config/secret.rs`); after `Config::load`, the value is here and the
+    /// other two are `None`.
     pub client_secret: Option<Secret>,
+    /// A file holding the client secret (one trailing newline is dropped).
     pub client_secret_file: Option<PathBuf>,
+    /// An environment variable holding the client secret.
     pub client_secret_env: Option<String>,
+    /// Timeout of one introspection call (and of waiting for a free one).
     #[serde(default = "default_fetch_timeout_ms")]
     pub timeout_ms: u64,
     /// Expected issuer (`iss` of the introspection response), if the server sends one.
@@ -974,6 +1050,7 @@ pub struct IntrospectionConfig {
     /// Seconds an inactive token's answer is remembered (0: not at all).
     #[serde(default = "default_introspection_negative_cache_s")]
     pub negative_cache_s: u64,
+    /// Inactive tokens remembered at most.
     #[serde(default = "default_introspection_negative_cache_entries")]
     pub negative_cache_entries: usize,
 }
@@ -988,7 +1065,9 @@ fn default_introspection_negative_cache_entries() -> usize {
     DEFAULT_INTROSPECTION_NEGATIVE_CACHE_ENTRIES
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, Deserialize, serde::Serialize, PartialEq, Eq, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AccessConfig {
     #[default]
@@ -998,26 +1077,35 @@ pub enum AccessConfig {
 
 /// A `[[resources]]` entry as written: its body is one of `text`, `blob`
 /// or `file`, checked into [`StaticResourceConfig`] while parsing.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct StaticResourceFile {
+    /// The resource's URI (no source's template may match it).
     uri: String,
+    /// Its name in listings.
     name: String,
     title: Option<String>,
     description: Option<String>,
     mime_type: Option<String>,
+    /// `public` (anyone) or `protected` (a token with `requiredScopes`).
     #[serde(default)]
     access: AccessConfig,
+    /// Scopes a token needs to list or read it (protected resources).
     #[serde(default)]
     required_scopes: Vec<String>,
+    /// Inline text content; exactly one of `text`, `blob` and `file`.
     text: Option<String>,
+    /// Inline binary content, base64.
     blob: Option<String>,
+    /// Content read from this file at startup (relative to the config
+    /// file); a missing file stops startup.
     file: Option<PathBuf>,
 }
 
 /// A static resource from the config (`[[resources]]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "StaticResourceFile")]
+#[schemars(with = "StaticResourceFile")]
 pub struct StaticResourceConfig {
     pub uri: String,
     pub name: String,
@@ -1076,14 +1164,15 @@ pub use crate::distribution::signature::SourcesConfig;
 /// `[databases.LABEL]`: defined by the SQL capability, which owns it.
 pub use crate::runtime::capabilities::sql::config::{DatabaseConfig, Engine, EngineConfig};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DirectoryConfig {
+    /// The directory, preopened read-only at `/LABEL` for sources granted it.
     pub path: PathBuf,
 }
 
 /// A source's manifest, `NAME.toml` beside `NAME.wasm`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceManifest {
     #[serde(default)]
@@ -1100,7 +1189,7 @@ pub struct SourceManifest {
 }
 
 /// Capabilities granted to one source. Nothing is reachable without a grant.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Grants {
     /// Database labels from the server's `[databases]`.
@@ -1117,11 +1206,14 @@ pub struct Grants {
     pub http_limits: HttpGrantLimits,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpGrantLimits {
+    /// Largest request body a guest may send.
     pub max_request_bytes: usize,
+    /// Largest response body a guest may receive.
     pub max_response_bytes: usize,
+    /// Resolving, connecting and the whole exchange, within the call's deadline.
     pub timeout_ms: u64,
 }
 
@@ -1447,6 +1539,9 @@ impl ConfigError {
 pub fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// The configuration reference (JSON Schema, defaults, the book page).
+pub mod reference;
 
 #[cfg(test)]
 mod props;

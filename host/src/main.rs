@@ -25,6 +25,7 @@ struct Cli {
 enum Command {
     /// Load the config and every source, then serve MCP over HTTP.
     Serve {
+        /// The server's config file (emseepea.toml; `emseepea config defaults` prints one).
         #[arg(long)]
         config: PathBuf,
         /// Overrides `listen` from the config (port 0: any free port).
@@ -34,16 +35,19 @@ enum Command {
     /// Serve MCP to one client over stdin/stdout (newline-delimited JSON-RPC).
     /// The caller's bearer token comes from the EMSEEPEA_TOKEN variable.
     Stdio {
+        /// The server's config file (emseepea.toml; `emseepea config defaults` prints one).
         #[arg(long)]
         config: PathBuf,
     },
     /// Load and validate the config and every source; print a table; exit 1 on any problem.
     Check {
+        /// The server's config file (emseepea.toml; `emseepea config defaults` prints one).
         #[arg(long)]
         config: PathBuf,
     },
     /// Mint a dev-mode token (only when the config says `[auth] mode = "dev"`).
     Token {
+        /// The server's config file (emseepea.toml; `emseepea config defaults` prints one).
         #[arg(long)]
         config: PathBuf,
         /// The user id (`sub`). Leave out for a token without a user.
@@ -52,8 +56,10 @@ enum Command {
         /// Space-separated scopes.
         #[arg(long, default_value = "")]
         scope: String,
+        /// The client id (`client_id` claim) the token names.
         #[arg(long, default_value = "emseepea-dev-client")]
         client_id: String,
+        /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
         /// The audience; default: the config's resource URL.
@@ -66,6 +72,7 @@ enum Command {
         /// The guest's name: lowercase letters, digits and `-`, starting
         /// with a letter (the package, template, URI scheme and scope prefix).
         name: String,
+        /// The guest's language (its SDK and build tools).
         #[arg(long, value_enum)]
         lang: emseepea::devkit::new::Lang,
         /// Where (default: ./NAME); must not exist or be empty.
@@ -140,6 +147,11 @@ enum Command {
         #[command(flatten)]
         registry: RegistryArgs,
     },
+    /// Print the configuration's reference, generated from the code.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
     /// Internal: compile one component (wasm on stdin, artifact on stdout)
     /// for a server of this binary; see `runtime::compile`.
     #[command(name = emseepea::runtime::compile::CHILD_SUBCOMMAND, hide = true)]
@@ -164,6 +176,21 @@ impl RegistryArgs {
             timeout: std::time::Duration::from_secs(self.timeout_s),
         }
     }
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// The JSON Schema of emseepea.toml (keys, types, defaults, bounds,
+    /// meanings), for editors (taplo, Even Better TOML) and tools.
+    Schema {
+        /// The schema of a source's manifest (NAME.toml) instead.
+        #[arg(long)]
+        manifest: bool,
+    },
+    /// A complete emseepea.toml: every key at its default, with its meaning.
+    Defaults,
+    /// The book's configuration reference page (Markdown).
+    Reference,
 }
 
 /// The config, read before logging starts (its `[log] format` decides how
@@ -201,6 +228,21 @@ fn main() -> ExitCode {
     // Compiling's memory stays with a child process, not with the server.
     if let Ok(exe) = std::env::current_exe() {
         emseepea::runtime::compile::compile_in_child_processes(exe);
+    }
+    if let Command::Config { what } = &cli.command {
+        use emseepea::config::reference;
+        print!(
+            "{}",
+            match what {
+                ConfigCommand::Schema { manifest: false } =>
+                    reference::to_file(&reference::schema()),
+                ConfigCommand::Schema { manifest: true } =>
+                    reference::to_file(&reference::manifest_schema()),
+                ConfigCommand::Defaults => reference::defaults_toml(),
+                ConfigCommand::Reference => reference::markdown(),
+            }
+        );
+        return ExitCode::SUCCESS;
     }
     let flag = cli.log_format;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -333,7 +375,9 @@ fn main() -> ExitCode {
                 }
                 Ok(Outcome::Ok)
             }
-            Command::CompileComponent { .. } => unreachable!("dispatched before the runtime"),
+            Command::CompileComponent { .. } | Command::Config { .. } => {
+                unreachable!("dispatched before the runtime")
+            }
         }
     });
     // Spans still buffered go out now, while the runtime the exporter sends
@@ -348,5 +392,30 @@ fn main() -> ExitCode {
             eprintln!("emseepea: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `emseepea COMMAND --help` explains every flag and argument.
+    #[test]
+    fn every_flag_has_a_help_line() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "emseepea", &mut missing);
+        assert!(missing.is_empty(), "no help line: {missing:?}");
     }
 }

@@ -33,7 +33,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `[workers] pin`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PinWorkers {
     /// Pin when the process may run on exactly as many CPUs as it has
@@ -49,7 +51,7 @@ pub enum PinWorkers {
 }
 
 /// `[workers]`: the threads that serve connections and run guest calls.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkersConfig {
     pub pin: PinWorkers,

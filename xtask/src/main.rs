@@ -10,6 +10,8 @@
 //! - `cargo xtask load`    the HTTP load driver behind BENCHMARKS.md
 //! - `cargo xtask soak`    a bounded, self-stopping mixed load: every answer checked, RSS sampled
 //! - `cargo xtask proxybench` the listing through nginx (two instances) next to one instance direct
+//! - `cargo xtask docs`    the book: generated pages current, `mdbook build`, links, config blocks
+//! - `cargo xtask config-reference` regenerate the book's configuration reference from the code
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -22,6 +24,8 @@ fn root() -> PathBuf {
         .unwrap()
         .to_owned()
 }
+
+mod docs;
 
 fn run(cmd: &mut Command) -> Result {
     eprintln!("xtask: {}", describe(cmd));
@@ -76,8 +80,10 @@ fn main() -> ExitCode {
         Some("load") => load(),
         Some("soak") => soak(),
         Some("proxybench") => proxybench(),
+        Some("docs") => docs::check(),
+        Some("config-reference") => docs::write_reference(),
         _ => Err(
-            "usage: cargo xtask <guests|clients|demo|test|sdk-tests|fuzz|bench|load|soak|proxybench>"
+            "usage: cargo xtask <guests|clients|demo|test|sdk-tests|fuzz|bench|load|soak|proxybench|docs|config-reference>"
                 .into(),
         ),
     };
@@ -557,6 +563,7 @@ fn test(extra: &[String]) -> Result {
     guests()?;
     clients()?;
     sdk_tests()?;
+    docs::check()?;
     if has_nextest() {
         run(cargo()
             .current_dir(&root)

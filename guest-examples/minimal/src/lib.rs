@@ -1,4 +1,4 @@
-//! The README's example: each user lists and reads only their own records.
+//! The book's example: each user lists and reads only their own records.
 use emseepea_guest::*;
 
 const RECORDS: [(&str, &str, &str); 3] = [

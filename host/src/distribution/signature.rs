@@ -37,7 +37,7 @@ pub const MAX_SIGNATURE_BYTES: u64 = 16 * 1024;
 const MAX_KEYS_FILE_BYTES: u64 = 1 << 20;
 
 /// `[sources]` of the server config.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourcesConfig {
     /// OpenSSH public keys, each either inline (`ssh-ed25519 AAAA... name`)

@@ -22,7 +22,7 @@ pub const DEFAULT_MAX_HTTP_REQUESTS: usize = 16;
 pub const DEFAULT_MAX_TABLE_ENTRIES: usize = 1024;
 
 /// `[handles]` in a source's manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HandleLimits {
     /// SQL connections open at once per call.

@@ -10,7 +10,18 @@ use std::path::PathBuf;
 
 /// The engine that serves a database. Guests see the same `sql` interface
 /// whichever it is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     /// The embedded SQLite (the default): `file` on the host's own disk.
@@ -34,7 +45,8 @@ impl Engine {
 }
 
 /// One `[databases.LABEL]` section.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, schemars::JsonSchema)]
+#[schemars(with = "SectionSchema")]
 pub struct DatabaseConfig {
     /// `read_only = true` (the default): the engine refuses every write.
     pub read_only: bool,
@@ -64,7 +76,7 @@ impl EngineConfig {
 }
 
 /// The SQLite engine's keys.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SqliteConfig {
     /// The database file (relative to the config file's directory).
@@ -82,6 +94,26 @@ struct Section {
     max_result_bytes: usize,
     #[serde(flatten)]
     rest: toml::Table,
+}
+
+/// The keys of a `[databases.LABEL]` section, for its JSON Schema only
+/// (`emseepea config schema`): the shared keys and each engine's own.
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)]
+struct SectionSchema {
+    /// `sqlite` (the default: `file`) or `postgres` (`url` or `host`...).
+    #[serde(default)]
+    engine: Engine,
+    /// The engine refuses every write (SQLite also opens the file read-only).
+    #[serde(default = "default_true")]
+    read_only: bool,
+    /// Cap on the bytes of one statement's result rows.
+    #[serde(default = "default_max_result_bytes")]
+    max_result_bytes: usize,
+    #[serde(flatten)]
+    sqlite: Option<SqliteConfig>,
+    #[serde(flatten)]
+    postgres: Option<super::postgres::PostgresConfig>,
 }
 
 impl<'de> Deserialize<'de> for DatabaseConfig {

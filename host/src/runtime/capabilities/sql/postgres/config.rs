@@ -9,22 +9,30 @@ use std::sync::Arc;
 
 /// The PostgreSQL keys of a `[databases.LABEL]` section (`engine`,
 /// `read_only` and `max_result_bytes` are the capability's own: `sql/config.rs`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
     /// `postgres://user:password@host:port/dbname?...` (libpq's URL form).
     /// Either this or the separate keys below. A secret: also
     /// `url_file`/`url_env` (`config/secret.rs`), never logged.
     pub url: Option<Secret>,
+    /// A file holding the URL (one trailing newline is dropped).
     pub url_file: Option<PathBuf>,
+    /// An environment variable holding the URL.
     pub url_env: Option<String>,
+    /// The server's host name or address (without `url`).
     pub host: Option<String>,
+    /// Its port (default 5432).
     pub port: Option<u16>,
+    /// The login role.
     pub user: Option<String>,
     /// A secret: also `password_file`/`password_env`.
     pub password: Option<Secret>,
+    /// A file holding the password (one trailing newline is dropped).
     pub password_file: Option<PathBuf>,
+    /// An environment variable holding the password.
     pub password_env: Option<String>,
+    /// The database name.
     pub dbname: Option<String>,
     /// `"require"` (the default): TLS with certificate and name checks;
     /// `"disable"`: plain TCP (a database on the same host or network).
@@ -38,7 +46,9 @@ pub struct PostgresConfig {
     pub pool_size: usize,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TlsMode {
     Disable,
