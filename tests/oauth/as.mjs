@@ -73,6 +73,9 @@ function makeProvider(issuer) {
       token_endpoint_auth_method: 'client_secret_basic',
     }],
     adapter,
+    // Clients register with the scopes they will ask for (RFC 7591
+    // `scope`), which must be scopes the server knows.
+    scopes: ['openid', 'offline_access', 'catalog:read', 'notes:read'],
     jwks: { keys },
     cookies: { keys: COOKIE_KEYS },
     findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
@@ -158,10 +161,15 @@ async function interaction(provider, req, res) {
     ? await provider.Grant.find(details.grantId)
     : new provider.Grant({ accountId, clientId: params.client_id });
   const d = prompt.details;
-  if (d.missingOIDCScope) grant.addOIDCScope(d.missingOIDCScope.join(' '));
+  const declines = (s) => first && settings.withhold.includes(s);
+  if (d.missingOIDCScope) {
+    grant.addOIDCScope(d.missingOIDCScope.filter((s) => !declines(s)).join(' '));
+    const declined = d.missingOIDCScope.filter(declines);
+    if (declined.length) grant.rejectOIDCScope(declined.join(' '));
+  }
   if (d.missingOIDCClaims) grant.addOIDCClaims(d.missingOIDCClaims);
   for (const [indicator, scopes] of Object.entries(d.missingResourceScopes ?? {})) {
-    const declined = scopes.filter((s) => first && settings.withhold.includes(s));
+    const declined = scopes.filter(declines);
     grant.addResourceScope(indicator, scopes.filter((s) => !declined.includes(s)).join(' '));
     if (declined.length) grant.rejectResourceScope(indicator, declined.join(' '));
   }
