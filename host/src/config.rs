@@ -638,6 +638,8 @@ struct AuthFile {
     resource: Option<String>,
     authorization_servers: Vec<String>,
     subject_claim: String,
+    scope_claims: Vec<String>,
+    accepted_audiences: Vec<String>,
     leeway_s: u64,
     max_token_bytes: usize,
     cache_entries: usize,
@@ -654,6 +656,8 @@ impl Default for AuthFile {
             resource: None,
             authorization_servers: vec![],
             subject_claim: "sub".into(),
+            scope_claims: vec!["scope".into(), "scp".into()],
+            accepted_audiences: vec![],
             leeway_s: 30,
             max_token_bytes: 8192,
             cache_entries: 10_000,
@@ -681,6 +685,10 @@ pub enum AuthConfigError {
     IntrospectionConcurrency,
     #[error("[auth] authorization_servers must list at least one server")]
     NoAuthorizationServer,
+    #[error("[auth] scope_claims must name at least one claim, and no empty one")]
+    ScopeClaims,
+    #[error("[auth] accepted_audiences must not hold an empty string")]
+    EmptyAudience,
 }
 
 /// `[auth]`, checked: the verifier with the settings only it has, and what
@@ -702,6 +710,15 @@ pub struct AuthConfig {
     pub authorization_servers: Vec<String>,
     /// Claim that holds the user id.
     pub subject_claim: String,
+    /// Claims whose values are the caller's scopes (a space-separated
+    /// string or an array of strings each), united: `scope` and `scp` by
+    /// default; e.g. `roles` for Entra ID app roles, `permissions` for Auth0 RBAC.
+    pub scope_claims: Vec<String>,
+    /// Audiences accepted besides the resource URL, for providers that
+    /// cannot put the URL in `aud` (an Entra ID `api://` App ID URI or
+    /// client id, an Okta authorization server's audience). The guest
+    /// still sees the resource URL as the audience.
+    pub accepted_audiences: Vec<String>,
     /// Clock skew tolerated on `exp`/`nbf`.
     pub leeway_s: u64,
     /// Tokens longer than this are rejected without parsing.
@@ -765,6 +782,12 @@ impl TryFrom<AuthFile> for AuthConfig {
         {
             return Err(AuthConfigError::NoAuthorizationServer);
         }
+        if f.scope_claims.is_empty() || f.scope_claims.iter().any(String::is_empty) {
+            return Err(AuthConfigError::ScopeClaims);
+        }
+        if f.accepted_audiences.iter().any(String::is_empty) {
+            return Err(AuthConfigError::EmptyAudience);
+        }
         Ok(Self::with_method(method, f))
     }
 }
@@ -778,6 +801,8 @@ impl AuthConfig {
             resource: f.resource,
             authorization_servers: f.authorization_servers,
             subject_claim: f.subject_claim,
+            scope_claims: f.scope_claims,
+            accepted_audiences: f.accepted_audiences,
             leeway_s: f.leeway_s,
             max_token_bytes: f.max_token_bytes,
             cache_entries: f.cache_entries,
