@@ -1408,6 +1408,31 @@ mod tests {
         assert_eq!(c.runtime.standby_instances, DEFAULT_STANDBY_INSTANCES);
     }
 
+    /// The claim mappings: defaults as before, and no empty claim name or
+    /// audience (an empty `scope_claims` would leave every caller scopeless).
+    #[test]
+    fn claim_mappings_are_checked() {
+        let with = |auth: &str| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'dev'\n{auth}"
+            ))
+        };
+        let c = with("").unwrap();
+        assert_eq!(c.auth.scope_claims, ["scope", "scp"]);
+        assert!(c.auth.accepted_audiences.is_empty());
+        let c = with("scope_claims = ['roles']\naccepted_audiences = ['api://x']").unwrap();
+        assert_eq!(c.auth.scope_claims, ["roles"]);
+        assert_eq!(c.auth.accepted_audiences, ["api://x"]);
+        for (bad, reason) in [
+            ("scope_claims = []", "scope_claims must name"),
+            ("scope_claims = ['scp', '']", "scope_claims must name"),
+            ("accepted_audiences = ['']", "accepted_audiences must not"),
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(e.to_string().contains(reason), "{bad}: {e}");
+        }
+    }
+
     /// Each mode reads its own table: a mode without it, or a table the mode
     /// would silently ignore (an operator who set `[auth.jwt]` but left
     /// `mode = "dev"`), stops startup with the reason.
