@@ -242,6 +242,7 @@ fn whole_session(sdk: Sdk, introspection: bool) {
     } else {
         "signin,stepup,expiry,rotate,audience"
     };
+    let guard = LogsOnFailure(&[&s, &other]);
     let out = sdk.run(&s, &a, steps, &other);
     // The wire, step by step (shown when an assertion fails).
     for (name, step) in out["steps"].as_object().unwrap() {
@@ -406,6 +407,20 @@ fn whole_session(sdk: Sdk, introspection: bool) {
     );
     if introspection {
         assert!(a.stats()["introspections"].as_u64().unwrap() > 0);
+    }
+    drop(guard);
+}
+
+/// Shows the servers' logs when the test fails while it lives.
+struct LogsOnFailure<'a>(&'a [&'a Server]);
+
+impl Drop for LogsOnFailure<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for (i, s) in self.0.iter().enumerate() {
+                eprintln!("--- server {i} ({}) log:\n{}", s.url, s.log());
+            }
+        }
     }
 }
 
@@ -587,4 +602,45 @@ async fn identity_provider_recipes_pass_check() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("1 source(s)"));
     }
     assert!(keys.hits() > 0);
+}
+
+/// A refused token is answered before the request body is read, so that
+/// connection cannot carry another request: the answer must say
+/// `Connection: close`. Without it, a client sending its next request on
+/// the connection (the Python SDK's metadata fetch right after the 401,
+/// seen failing here with "Server disconnected without sending a
+/// response") finds it closed under it, depending on whether the body had
+/// arrived before the answer was written.
+#[test]
+fn a_refused_token_with_its_body_unread_closes_the_connection_openly() {
+    use std::io::{Read, Write};
+    let s = server()
+        .source("catalog", "catalog", "[config]\nitems = \"5\"\n")
+        .start();
+    let mut c = std::net::TcpStream::connect(s.host_port()).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    // Headers only: the body is still "on its way" when the token is refused.
+    write!(
+        c,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nAuthorization: Bearer not.a.token\r\n\
+         Content-Length: 1000\r\n\r\n",
+        s.host_port()
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            c.read(&mut byte).unwrap(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_lowercase();
+    assert!(head.starts_with("http/1.1 401"), "{head}");
+    assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
 }

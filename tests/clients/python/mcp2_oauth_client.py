@@ -138,7 +138,13 @@ class Session:
                 entry["form"] = {k: form[k] for k in ("grant_type", "resource", "scope") if k in form}
             self.seen.append(entry)
 
-        self.http = httpx2.AsyncClient(auth=self.provider, event_hooks={"response": [record]}, timeout=30)
+        async def sending(req: httpx2.Request) -> None:
+            # On stderr, so a failure shows the request it happened on.
+            import sys
+            print(f"sending {req.method} {str(req.url).split('?')[0]}", file=sys.stderr)
+
+        self.http = httpx2.AsyncClient(auth=self.provider, event_hooks={"request": [sending], "response": [record]},
+                                       timeout=30)
         await self.http.__aenter__()
         self.client_cm = Client(streamable_http_client(self.url, http_client=self.http), mode="auto", cache=None,
                                 read_timeout_seconds=30)
