@@ -591,3 +591,360 @@ async fn dev_mode_warns_at_start() {
     // stderr is read on its own thread, so the warning may land just after the ready line.
     s.expect_log(&["auth mode \"dev\""]);
 }
+
+// ---- Issue 48 §4: the auth fetchers and every log line ----
+
+const FORGED_LINE: &str = "2099-01-01T00:00:00Z  INFO emseepea::server: forged";
+
+/// A bearer token whose JOSE header's `alg` holds a forged log line:
+/// `decode_header`'s error quotes the value, newlines and all.
+fn forging_token() -> String {
+    use base64::Engine as _;
+    let header = format!("{{\"alg\":\"X\\n{FORGED_LINE}\\n\"}}");
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    format!("{}.{}.c2ln", b64.encode(header), b64.encode("{}"))
+}
+
+/// Every line of `log` is one the server wrote: none starts with the forged
+/// timestamp, none is unbounded, none holds a raw bidi override.
+fn assert_no_forged_line(log: &str) {
+    for line in log.lines() {
+        assert!(!line.starts_with("2099-"), "a forged line: {line}");
+        assert!(
+            line.len() < 4096,
+            "an unbounded line of {} bytes",
+            line.len()
+        );
+        assert!(!line.contains('\u{202e}'), "a raw bidi override: {line}");
+    }
+}
+
+/// An anonymous client's JOSE header, and a JSON-RPC id of 40 KB with a
+/// forged line and a bidi override, reach the log escaped and cut like
+/// guest text, in both log formats.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_jose_header_or_request_id_forges_no_log_line() {
+    for format in ["human", "json"] {
+        let s = server()
+            .config(&format!("[log]\nformat = \"{format}\"\n"))
+            .hostile("bad", "loop", "[budget]\nfuel = 20_000_000")
+            .start();
+        let a = list_with(&s.url, Some(&forging_token())).await;
+        assert_eq!(a.status, 401, "{}", a.text());
+        s.expect_log(&["authentication failed"]);
+        let id = format!("x\n{FORGED_LINE}\u{202e}{}", "A".repeat(40_000));
+        let good = s.token(Some("alice"), "hostile:read");
+        let a = modern(
+            &s.url,
+            Some(&good),
+            json!(id),
+            "resources/read",
+            json!({"uri": "hostile://bad/1"}),
+        )
+        .await;
+        assert_eq!(a.json()["error"]["code"], -32603, "{}", a.text());
+        assert_eq!(a.json()["id"], json!(id), "the id is echoed unchanged");
+        s.expect_log(&["guest call failed"]);
+        let log = s.log();
+        assert_no_forged_line(&log);
+        let failure = log
+            .lines()
+            .find(|l| l.contains("guest call failed"))
+            .unwrap();
+        assert!(
+            failure.contains("…[40"),
+            "the id is cut with its length: {failure}"
+        );
+        assert!(
+            failure.contains("\\\\u{202e}") || failure.contains("\\u{202e}"),
+            "{failure}"
+        );
+    }
+}
+
+/// A flood of bad tokens: a bounded number of "authentication failed"
+/// lines, and every failure either logged or counted in `suppressed`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_bad_tokens_logs_a_bounded_number_of_lines() {
+    let s = server()
+        .config("[log]\nformat = \"json\"\n")
+        .source("catalog", "catalog", "[config]\nitems = \"5\"\n")
+        .start();
+    let started = std::time::Instant::now();
+    let flood: u64 = 300;
+    let client = http();
+    let mut tasks = Vec::new();
+    for i in 0..flood {
+        let url = s.url.clone();
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            modern_list(&client, &url, &format!("bad-token-{i}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }));
+        if tasks.len() >= 16 {
+            assert_eq!(tasks.remove(0).await.unwrap(), 401);
+        }
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 401);
+    }
+    let elapsed = started.elapsed().as_secs();
+    // One more, a window later: its line reports what was not logged.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(list_with(&s.url, Some("bad-token-last")).await.status, 401);
+    let lines = || -> Vec<Value> {
+        s.log()
+            .lines()
+            .filter(|l| l.contains("authentication failed"))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    // stderr is read on a thread of its own: wait for the last line.
+    let counted = |lines: &[Value]| -> u64 {
+        lines
+            .iter()
+            .map(|v| v["suppressed"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let waited = std::time::Instant::now();
+    let mut got = lines();
+    while (got.len() as u64 + counted(&got)) < flood + 1 && waited.elapsed().as_secs() < 5 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        got = lines();
+    }
+    let lines = got;
+    let per_second = 10;
+    assert!(
+        lines.len() as u64 <= per_second * (elapsed + 3),
+        "{} lines for {flood} failures in {elapsed} s",
+        lines.len()
+    );
+    for v in &lines {
+        assert!(v["suppressed"].is_u64(), "a count on every line: {v}");
+    }
+    assert_eq!(
+        lines.len() as u64 + counted(&lines),
+        flood + 1,
+        "each failure logged or counted"
+    );
+}
+
+fn check_auth(auth: &str) -> (bool, String) {
+    server().auth(Some(auth)).prepare().check()
+}
+
+/// A JWKS URL or an introspection endpoint over plain http to a host that
+/// is not loopback is refused by `check` (and so at startup), naming the
+/// key; `auth.allow_plain_http` accepts it, and the log names that key.
+#[test]
+fn plain_http_to_a_remote_auth_endpoint_is_refused() {
+    let jwt = |url: &str, extra: &str| {
+        format!(
+            "[auth]\nmode = \"jwt\"\nauthorization_servers = [\"https://as.test\"]\n{extra}\n\
+             [auth.jwt]\nissuer = \"x\"\njwks_url = \"{url}\"\n"
+        )
+    };
+    let introspection = |url: &str, extra: &str| {
+        format!(
+            "[auth]\nmode = \"introspection\"\nauthorization_servers = [\"https://as.test\"]\n{extra}\n\
+             [auth.introspection]\nendpoint = \"{url}\"\nclient_id = \"c\"\nclient_secret = \"s\"\n"
+        )
+    };
+    for (config, key) in [
+        (
+            jwt("http://as.example.test/jwks.json", ""),
+            "auth.jwt.jwks_url",
+        ),
+        (jwt("http://10.0.0.1/jwks.json", ""), "auth.jwt.jwks_url"),
+        (
+            introspection("http://as.example.test/introspect", ""),
+            "auth.introspection.endpoint",
+        ),
+        (
+            introspection("ftp://as.example.test/i", ""),
+            "auth.introspection.endpoint",
+        ),
+    ] {
+        let (ok, out) = check_auth(&config);
+        assert!(!ok, "{out}");
+        assert!(out.contains(key), "{out}");
+    }
+    let (ok, out) = check_auth(&introspection("http://as.example.test/introspect", ""));
+    assert!(
+        !ok && out.contains("plain http is allowed only to a loopback host"),
+        "{out}"
+    );
+    // Loopback, and https anywhere, are fine (introspection fetches nothing at startup).
+    for url in [
+        "http://127.0.0.1:9/introspect",
+        "http://[::1]:9/introspect",
+        "http://localhost:9/i",
+        "https://as.example.test/introspect",
+    ] {
+        let (ok, out) = check_auth(&introspection(url, ""));
+        assert!(ok, "{url}: {out}");
+    }
+    let (ok, out) = check_auth(&introspection(
+        "http://as.example.test/introspect",
+        "allow_plain_http = true",
+    ));
+    assert!(ok, "{out}");
+    assert!(out.contains("auth.allow_plain_http = true"), "{out}");
+}
+
+/// `leeway_s = 1e9` accepted expired tokens forever: both durations have
+/// an upper bound.
+#[test]
+fn leeway_and_cache_age_have_upper_bounds() {
+    let dev = |extra: &str| check_auth(&format!("[auth]\nmode = \"dev\"\n{extra}\n"));
+    let (ok, out) = dev("leeway_s = 1000000000");
+    assert!(
+        !ok && out.contains("auth.leeway_s must be at most 300"),
+        "{out}"
+    );
+    let (ok, out) = dev("cache_max_age_s = 1000000000");
+    assert!(
+        !ok && out.contains("auth.cache_max_age_s must be at most 3600"),
+        "{out}"
+    );
+    let (ok, out) = dev("leeway_s = 300\ncache_max_age_s = 3600");
+    assert!(ok, "{out}");
+}
+
+/// A JWKS URL answering 100 MB (chunked, no length announced): a fetch
+/// error once the cap is passed, and the host stops reading there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_100_mb_jwks_is_a_fetch_error_not_an_allocation() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const TOTAL: usize = 100 << 20;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sent2 = sent.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let sent = sent2.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = vec![b' '; 64 << 10];
+                let framed = [
+                    format!("{:x}\r\n", chunk.len()).into_bytes(),
+                    chunk,
+                    b"\r\n".to_vec(),
+                ]
+                .concat();
+                while sent.load(std::sync::atomic::Ordering::SeqCst) < TOTAL {
+                    if stream.write_all(&framed).await.is_err() {
+                        return;
+                    }
+                    sent.fetch_add(64 << 10, std::sync::atomic::Ordering::SeqCst);
+                }
+                let _ = stream.write_all(b"0\r\n\r\n").await;
+            });
+        }
+    });
+    let auth = format!(
+        "[auth]\nmode = \"jwt\"\nauthorization_servers = [\"https://as.test\"]\n\
+         [auth.jwt]\nissuer = \"x\"\njwks_url = \"{url}\"\njwks_timeout_ms = 60000\n"
+    );
+    let prepared = server().auth(Some(&auth)).prepare();
+    let (ok, out) = tokio::task::spawn_blocking(move || prepared.check())
+        .await
+        .unwrap();
+    assert!(!ok, "{out}");
+    assert!(out.contains("larger than 1048576 bytes"), "{out}");
+    let sent = sent.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(sent < 32 << 20, "the host read {sent} bytes of it");
+}
+
+/// A secret of the wrong type: the error names the key, never the value.
+#[test]
+fn a_secret_of_the_wrong_type_is_named_not_echoed() {
+    let (ok, out) = check_auth(
+        "[auth]\nmode = \"introspection\"\nauthorization_servers = [\"https://as.test\"]\n\
+         [auth.introspection]\nendpoint = \"https://as.test/i\"\nclient_id = \"c\"\nclient_secret = 918273645\n",
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("auth.introspection.client_secret"), "{out}");
+    assert!(!out.contains("918273645"), "the value is echoed: {out}");
+    let (ok, out) = server()
+        .config(
+            "[databases.pg]\nengine = \"postgres\"\nhost = \"127.0.0.1\"\npassword = 918273645\n",
+        )
+        .prepare()
+        .check();
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("databases.pg: engine \"postgres\": password: expected a string"),
+        "{out}"
+    );
+    assert!(!out.contains("918273645"), "the value is echoed: {out}");
+}
+
+/// `client_secret_file` and `client_secret_env` reach the introspection
+/// endpoint like an inline secret; two forms at once are refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_client_secret_comes_from_a_file_or_the_environment() {
+    let expected_auth = format!("Basic {}", {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode("rs-client:s3cret-value")
+    });
+    let responder: Responder = Arc::new(move |_, _, headers, _| {
+        if headers.get("authorization").and_then(|v| v.to_str().ok())
+            != Some(expected_auth.as_str())
+        {
+            return (401, "{}".into());
+        }
+        let answer = json!({"active":true,"sub":"alice","client_id":"app-1","scope":"catalog:read",
+            "aud":RESOURCE,"exp":now() + 600,"iss":ISSUER});
+        (200, answer.to_string())
+    });
+    let idp = FakeHttp::start(responder).await;
+    let auth = |secret: &str| {
+        format!(
+            "[auth]\nmode = \"introspection\"\nresource = \"{RESOURCE}\"\nauthorization_servers = [\"{ISSUER}\"]\n\
+             [auth.introspection]\nendpoint = \"{}/introspect\"\nclient_id = \"rs-client\"\n{secret}\n",
+            idp.url
+        )
+    };
+    let from_file = server()
+        .auth(Some(&auth("client_secret_file = \"secret.txt\"")))
+        .file("secret.txt", "s3cret-value\n")
+        .source("catalog", "catalog", "[config]\nitems = \"5\"\n")
+        .start();
+    assert_eq!(list_with(&from_file.url, Some("good-1")).await.status, 200);
+    let from_env = server()
+        .auth(Some(&auth(
+            "client_secret_env = \"EMSEEPEA_TEST_CLIENT_SECRET\"",
+        )))
+        .source("catalog", "catalog", "[config]\nitems = \"5\"\n")
+        .prepare()
+        .start_with_env(&[("EMSEEPEA_TEST_CLIENT_SECRET", "s3cret-value")]);
+    assert_eq!(list_with(&from_env.url, Some("good-2")).await.status, 200);
+    let (ok, out) = server()
+        .auth(Some(&auth(
+            "client_secret = \"a\"\nclient_secret_env = \"X\"",
+        )))
+        .prepare()
+        .check();
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("exactly one of auth.introspection.client_secret"),
+        "{out}"
+    );
+}

@@ -467,7 +467,11 @@ async fn ten_thousand_anonymous_initializes_do_not_evict_alice() {
 async fn stall(server: SocketAddr, from: IpAddr, n: usize) -> Vec<TcpStream> {
     let mut out = Vec::new();
     for _ in 0..n {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        let socket = if from.is_ipv6() {
+            tokio::net::TcpSocket::new_v6().unwrap()
+        } else {
+            tokio::net::TcpSocket::new_v4().unwrap()
+        };
         socket.bind(SocketAddr::new(from, 0)).unwrap();
         out.push(socket.connect(server).await.unwrap());
     }
@@ -646,6 +650,96 @@ async fn the_per_peer_connection_cap_obeyed_and_violated() {
     drop(held);
 }
 
+/// IPv6 peers are grouped by prefix (default /64): a client given a /64
+/// opened the per-peer cap again from each of its addresses. Loopback has
+/// only ::1, so this runs in a network namespace of its own (a thread that
+/// unshares it; the server, spawned from that thread, is in it too), with
+/// addresses of two /64s on its `lo`. Over the cap from a third address of
+/// the same /64: closed; another /64: served. With `peer_ipv6_prefix = 128`
+/// each address is a peer again (the opt-out a Kubernetes pod network uses).
+#[test]
+fn many_addresses_of_one_ipv6_64_share_the_per_peer_cap() {
+    std::thread::spawn(|| {
+        // SAFETY: unshare has no memory preconditions; CLONE_NEWNET moves
+        // this thread (and what it spawns) only.
+        let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(
+            rc,
+            0,
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        );
+        let ip_cmd = |args: &str| {
+            let ok = std::process::Command::new("ip")
+                .args(args.split(' '))
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "ip {args}");
+        };
+        ip_cmd("link set lo up");
+        for a in [
+            "2001:db8:48::1",
+            "2001:db8:48::2",
+            "2001:db8:48::3",
+            "2001:db8:48::4",
+            "2001:db8:49::1",
+        ] {
+            ip_cmd(&format!("-6 addr add {a}/64 dev lo nodad"));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let grouped = server()
+                .config("[http]\nmax_connections_per_peer = 2\n")
+                .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
+                .prepare()
+                .start_on("[2001:db8:48::1]:0");
+            let at = addr(&grouped);
+            let mut held = stall(at, ip("2001:db8:48::2"), 1).await;
+            held.extend(stall(at, ip("2001:db8:48::3"), 1).await);
+            for h in &mut held {
+                assert!(
+                    served(h, &grouped.host_port()).await.is_some(),
+                    "two of the /64: served"
+                );
+            }
+            let mut third = stall(at, ip("2001:db8:48::4"), 1).await;
+            assert!(
+                closed_by_server(&mut third[0]).await,
+                "a third address of the same /64 is over the per-peer cap"
+            );
+            let mut other = stall(at, ip("2001:db8:49::1"), 1).await;
+            assert!(
+                served(&mut other[0], &grouped.host_port()).await.is_some(),
+                "another /64 has its own share"
+            );
+            drop(held);
+
+            let each = server()
+                .config("[http]\nmax_connections_per_peer = 2\npeer_ipv6_prefix = 128\n")
+                .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
+                .prepare()
+                .start_on("[2001:db8:48::1]:0");
+            let at = addr(&each);
+            let mut held = Vec::new();
+            for from in ["2001:db8:48::2", "2001:db8:48::3", "2001:db8:48::4"] {
+                held.extend(stall(at, ip(from), 1).await);
+            }
+            for h in &mut held {
+                assert!(
+                    served(h, &each.host_port()).await.is_some(),
+                    "/128: each address its own peer"
+                );
+            }
+        });
+    })
+    .join()
+    .unwrap();
+}
+
 /// The global cap: 3 connections from 3 addresses are served, a 4th from a
 /// 4th address is closed at once; once one closes, a new one is served.
 #[tokio::test(flavor = "multi_thread")]
@@ -683,7 +777,8 @@ async fn the_global_connection_cap_obeyed_and_violated() {
 // -------------------------------------------------------------- introspection
 
 /// An introspection endpoint that counts calls (per token) and the calls in
-/// flight at once, and answers every token as inactive after a pause.
+/// flight at once, and answers after a pause: tokens starting with `good`
+/// are active (for this server's audience), every other one inactive.
 struct Idp {
     url: String,
     calls: Arc<AtomicUsize>,
@@ -712,13 +807,32 @@ async fn idp() -> Idp {
                             calls.fetch_add(1, Ordering::SeqCst);
                             let n = now.fetch_add(1, Ordering::SeqCst) + 1;
                             peak.fetch_max(n, Ordering::SeqCst);
-                            let _ = req.into_body().collect().await;
+                            let form = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes().to_vec())
+                                .unwrap_or_default();
+                            let good = String::from_utf8_lossy(&form).contains("token=good");
                             // Long enough that the requests overlap however slowly
                             // the machine sends them.
                             tokio::time::sleep(Duration::from_millis(300)).await;
                             now.fetch_sub(1, Ordering::SeqCst);
+                            let answer = if good {
+                                let exp = std::time::SystemTime::now()
+                                    .duration_since(std::time::UNIX_EPOCH)
+                                    .unwrap()
+                                    .as_secs()
+                                    + 600;
+                                json!({"active": true, "sub": "alice", "client_id": "app-1",
+                                    "scope": "catalog:read", "exp": exp,
+                                    "aud": "https://mcp.example.test/mcp"})
+                                .to_string()
+                            } else {
+                                r#"{"active":false}"#.to_owned()
+                            };
                             let mut resp = http::Response::new(http_body_util::Full::new(
-                                bytes::Bytes::from_static(br#"{"active":false}"#),
+                                bytes::Bytes::from(answer),
                             ));
                             resp.headers_mut().insert(
                                 "content-type",
@@ -736,8 +850,20 @@ async fn idp() -> Idp {
     Idp { url, calls, peak }
 }
 
+/// A client that connects from `peer` (any 127.0.0.0/8 address is this
+/// host's loopback), so that the server sees several peers.
+fn client_from(peer: &str) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .local_address(peer.parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
 /// Observed: 200 random tokens → 200 introspection calls, 192 in flight at
-/// once. Now: 200 random tokens at once cost one call each, never more than
+/// once. Now: 200 random tokens at once (from four peers, each held to a
+/// quarter of the lookups: issue 48) cost one call each, never more than
 /// the cap (the default, 8) in flight; one token sent 50 times at once costs
 /// one call; sent again, the tokens cost none (remembered as inactive).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -752,17 +878,26 @@ async fn two_hundred_random_tokens_are_bounded_introspection() {
         .auth(Some(&auth))
         .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
         .start();
+    let peers: Vec<reqwest::Client> = (1..=4)
+        .map(|i| client_from(&format!("127.0.0.{i}")))
+        .collect();
     let send_all = |tokens: Vec<String>| {
         let url = s.url.clone();
+        let peers = peers.clone();
         async move {
             let tasks: Vec<_> = tokens
                 .into_iter()
-                .map(|t| {
+                .enumerate()
+                .map(|(i, t)| {
                     let url = url.clone();
+                    let client = peers[i % peers.len()].clone();
                     tokio::spawn(async move {
-                        modern(&url, Some(&t), json!(1), "resources/list", json!({}))
+                        modern_list(&client, &url, &t)
+                            .send()
                             .await
-                            .status
+                            .unwrap()
+                            .status()
+                            .as_u16()
                     })
                 })
                 .collect();
@@ -792,4 +927,61 @@ async fn two_hundred_random_tokens_are_bounded_introspection() {
     let again = send_all(tokens).await;
     assert!(again.iter().all(|s| *s == 401));
     assert_eq!(calls(), 201, "inactive tokens remembered");
+}
+
+/// Issue 48: each distinct random token takes a lookup, so 200 random
+/// tokens a second from one peer held all 8 and a real new token from
+/// another peer waited out `timeout_ms` and got refused. Now one peer holds
+/// at most a quarter of them: the real token verifies. Bounded: 200 tokens
+/// over one second, each lookup 300 ms, `timeout_ms` 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_real_token_verifies_under_a_flood_of_random_tokens() {
+    let idp = idp().await;
+    let auth = format!(
+        "[auth]\nmode = \"introspection\"\nresource = \"https://mcp.example.test/mcp\"\nauthorization_servers = [\"https://idp.example.test\"]\n\
+         [auth.introspection]\nendpoint = \"{}/introspect\"\nclient_id = \"rs\"\nclient_secret = \"s\"\ntimeout_ms = 1000\n",
+        idp.url
+    );
+    let s = server()
+        .auth(Some(&auth))
+        .source("catalog", "catalog", "[config]\nitems = \"10\"\n")
+        .start();
+    let attacker = client_from("127.0.0.1");
+    let flood = {
+        let url = s.url.clone();
+        tokio::spawn(async move {
+            let mut tasks = Vec::new();
+            for _ in 0..200 {
+                let (url, client) = (url.clone(), attacker.clone());
+                tasks.push(tokio::spawn(async move {
+                    let token = format!("random-{:032x}", rand::random::<u128>());
+                    modern_list(&client, &url, &token)
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                        .as_u16()
+                }));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let mut statuses = Vec::new();
+            for t in tasks {
+                statuses.push(t.await.unwrap());
+            }
+            statuses
+        })
+    };
+    // Dozens of random tokens are queued by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = client_from("127.0.0.2");
+    let status = modern_list(&client, &s.url, "good-fresh-token")
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 200, "a fresh valid token from another peer");
+    let statuses = flood.await.unwrap();
+    assert!(statuses.iter().all(|s| *s != 200), "{statuses:?}");
+    assert!(idp.peak.load(Ordering::SeqCst) <= 8, "the cap holds");
 }

@@ -16,6 +16,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use support::engines::{Engine, TestDb};
 use support::nginx::{Nginx, free_port};
+use support::registry::Registry;
 use support::*;
 
 /// The database every instance shares: `TestDb` (tests/support/engines.rs)
@@ -61,6 +62,11 @@ struct Cluster {
     addrs: [String; 2],
     instances: [Option<Server>; 2],
     nginx: Nginx,
+    /// Where every instance pulls the `documents` source from, by `pinned`
+    /// (registry/repository@sha256:...), as an init container would; kept
+    /// running for restarts.
+    _registry: Registry,
+    pinned: String,
 }
 
 impl Cluster {
@@ -81,8 +87,17 @@ impl Cluster {
         let nginx_port = free_port();
         let resource = format!("http://127.0.0.1:{nginx_port}/mcp");
         let secret: [u8; 32] = rand::random();
-        let a = instance(&db, &secret, &resource).start();
-        let b = instance(&db, &secret, &resource).start();
+        let registry = Registry::start();
+        let pinned = publish_documents(&registry);
+        let a = instance(&db, &secret, &resource, &pinned).start();
+        let b = instance(&db, &secret, &resource, &pinned).start();
+        // Both serve the same bytes: the ones published.
+        for s in [&a, &b] {
+            assert_eq!(
+                std::fs::read(s.prepared.dir.path().join("sources/documents.wasm")).unwrap(),
+                std::fs::read(guest("documents")).unwrap()
+            );
+        }
         let addrs = [a.host_port(), b.host_port()];
         let nginx = Nginx::start(nginx_port, &addrs);
         Cluster {
@@ -92,6 +107,8 @@ impl Cluster {
             addrs,
             instances: [Some(a), Some(b)],
             nginx,
+            _registry: registry,
+            pinned,
         }
     }
 
@@ -178,15 +195,30 @@ impl Cluster {
     /// same database, a new process (and so a new cursor key).
     fn restart(&mut self, i: usize) {
         self.stop(i);
-        let s = instance(&self.db, &self.secret, &self.resource).start_on(&self.addrs[i]);
+        let s =
+            instance(&self.db, &self.secret, &self.resource, &self.pinned).start_on(&self.addrs[i]);
         assert_eq!(s.host_port(), self.addrs[i]);
         self.instances[i] = Some(s);
     }
 }
 
-/// One instance's directory and config: the `documents` guest on the shared
-/// database, 2 entries a page, the proxy's URL as its resource (audience).
-fn instance(db: &TestDb, secret: &[u8; 32], resource: &str) -> Prepared {
+/// Push the `documents` guest and its manifest to `registry` once; the
+/// reference pinned by digest that every instance pulls.
+fn publish_documents(registry: &Registry) -> String {
+    let src = support::registry::source_dir(
+        "documents",
+        &guest("documents"),
+        Some("[grants]\ndatabases = [\"documents\"]\n"),
+    );
+    let repo = format!("{}/emseepea/documents", registry.addr);
+    let digest = support::registry::push(&src.path().join("documents.wasm"), &format!("{repo}:v1"));
+    format!("{repo}@{digest}")
+}
+
+/// One instance's directory and config: the `documents` guest (pulled from
+/// the registry by digest) on the shared database, 2 entries a page, the
+/// proxy's URL as its resource (audience).
+fn instance(db: &TestDb, secret: &[u8; 32], resource: &str, pinned: &str) -> Prepared {
     let p = server()
         .config(&format!(
             "[list_pagination]\npage_size = 2\n{}",
@@ -195,12 +227,15 @@ fn instance(db: &TestDb, secret: &[u8; 32], resource: &str) -> Prepared {
         .auth(Some(&format!(
             "[auth]\nmode = \"dev\"\nresource = \"{resource}\"\n"
         )))
-        .source(
-            "documents",
-            "documents",
-            "[grants]\ndatabases = [\"documents\"]\n",
-        )
         .prepare();
+    let sources = p.dir.path().join("sources");
+    support::registry::ok(&[
+        "pull",
+        pinned,
+        "--into",
+        sources.to_str().unwrap(),
+        "--plain-http",
+    ]);
     write_secret(&p.dir.path().join("state"), secret);
     p
 }

@@ -446,3 +446,169 @@ async fn a_guest_failure_line_names_its_request_and_trace() {
     // A failed call's span is an error.
     assert_eq!(call.status.as_ref().map(|s| s.code), Some(2), "{call:?}");
 }
+
+// ---- Issue 48 §4: the operator's sampling decides; a client's tracestate stays here ----
+
+/// A backend that records the values of `header` in every request.
+async fn backend_recording(header: &'static str) -> (FakeHttp, Arc<Mutex<Vec<Option<String>>>>) {
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let seen2 = seen.clone();
+    let b = FakeHttp::start(Arc::new(move |_, _, headers, _| {
+        let all: Vec<&str> = headers
+            .get_all(header)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        seen2
+            .lock()
+            .unwrap()
+            .push((!all.is_empty()).then(|| all.join(" | ")));
+        (200, "from the backend".into())
+    }))
+    .await;
+    (b, seen)
+}
+
+fn fetcher_manifest(backend: &FakeHttp) -> String {
+    format!(
+        "[grants]\nhttp = [\"{0}\"]\n[config]\nurl = \"{0}/items\"\n",
+        backend.url
+    )
+}
+
+/// `sample_ratio = 0`: a client's `traceparent` saying sampled records
+/// nothing, and the backend is told the request is not sampled.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clients_sampled_traceparent_does_not_override_a_zero_sample_ratio() {
+    let receiver = Receiver::start().await;
+    let (backend, seen) = backend().await;
+    let s = server()
+        .config(&format!(
+            "[traces]\nendpoint = \"{}\"\nsample_ratio = 0.0\n",
+            receiver.url
+        ))
+        .hostile("fetcher", "fetch", &fetcher_manifest(&backend))
+        .start();
+    s.expect_log(&["traces on (OTLP/HTTP)"]);
+    let token = s.token(Some("alice"), "hostile:read");
+    for (id, meta, header) in [
+        (
+            "req-meta",
+            Some(format!("00-{TRACE_A}-{PARENT_A}-01")),
+            None,
+        ),
+        (
+            "req-header",
+            None,
+            Some(format!("00-{TRACE_B}-{PARENT_B}-01")),
+        ),
+    ] {
+        let a = read(
+            &s.url,
+            &token,
+            id,
+            "hostile://fetcher/1",
+            meta.as_deref(),
+            header.as_deref(),
+        )
+        .await;
+        assert!(text(&a).contains("from the backend"), "{}", a.text());
+    }
+    assert!(s.terminate().success());
+    let spans = receiver.spans();
+    assert!(
+        spans.is_empty(),
+        "recorded although the ratio is 0: {spans:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    for tp in seen {
+        let tp = tp.expect("the trace goes on, unsampled");
+        assert!(tp.ends_with("-00"), "told it is sampled: {tp}");
+    }
+}
+
+/// `follow_client_sampled = true`: then, and only then, a client's
+/// sampled flag raises the share.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_raises_sampling_only_where_the_operator_allows_it() {
+    let receiver = Receiver::start().await;
+    let s = server()
+        .config(&format!(
+            "[traces]\nendpoint = \"{}\"\nsample_ratio = 0.0\nfollow_client_sampled = true\n",
+            receiver.url
+        ))
+        .hostile("quiet", "ok", "")
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    let sampled = format!("00-{TRACE_A}-{PARENT_A}-01");
+    let unsampled = format!("00-{TRACE_B}-{PARENT_B}-00");
+    for (id, tp) in [("req-a", &sampled), ("req-b", &unsampled)] {
+        let a = read(&s.url, &token, id, "hostile://quiet/1", Some(tp), None).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    assert!(s.terminate().success());
+    let spans = receiver.spans();
+    let trace_a = hex::decode(TRACE_A).unwrap();
+    child(
+        &spans,
+        &trace_a,
+        &hex::decode(PARENT_A).unwrap(),
+        "resources/read",
+    );
+    let trace_b = hex::decode(TRACE_B).unwrap();
+    assert!(
+        !spans.iter().any(|(_, s)| s.trace_id == trace_b),
+        "an unsampled request under a zero ratio: {spans:?}"
+    );
+}
+
+/// A client's `tracestate` (in `_meta` or a header) never reaches a
+/// source's backend, nor the exported spans.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clients_tracestate_never_leaves_the_host() {
+    let receiver = Receiver::start().await;
+    let (backend, seen) = backend_recording("tracestate").await;
+    let s = server()
+        .config(&format!("[traces]\nendpoint = \"{}\"\n", receiver.url))
+        .hostile("fetcher", "fetch", &fetcher_manifest(&backend))
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    // In `_meta` (`read` puts `vendor=from-meta` beside the traceparent).
+    let a = read(
+        &s.url,
+        &token,
+        "req-meta",
+        "hostile://fetcher/1",
+        Some(&format!("00-{TRACE_A}-{PARENT_A}-01")),
+        None,
+    )
+    .await;
+    assert!(text(&a).contains("from the backend"), "{}", a.text());
+    // In the headers.
+    let body = json!({"jsonrpc": "2.0", "id": "req-header", "method": "resources/read",
+        "params": {"uri": "hostile://fetcher/1", "_meta": modern_meta()}});
+    let auth = format!("Bearer {token}");
+    let tp = format!("00-{TRACE_B}-{PARENT_B}-01");
+    let headers = [
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "resources/read"),
+        ("mcp-name", "hostile://fetcher/1"),
+        ("authorization", auth.as_str()),
+        ("traceparent", tp.as_str()),
+        ("tracestate", "vendor=from-header"),
+    ];
+    let a = post(&s.url, &headers, serde_json::to_vec(&body).unwrap()).await;
+    assert!(text(&a).contains("from the backend"), "{}", a.text());
+    assert!(s.terminate().success());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![None, None],
+        "a tracestate reached the backend"
+    );
+    let spans = receiver.spans();
+    assert!(!spans.is_empty());
+    for (_, span) in &spans {
+        assert_eq!(span.trace_state, "", "{span:?}");
+    }
+}

@@ -4,6 +4,7 @@
 //! silently fall back to a default.
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -80,6 +81,10 @@ pub const MAX_GUEST_OUTPUT_LINES_PER_CALL: usize = 20;
 /// Lines of guest output logged per source per second, over all its calls
 /// (both streams); the rest are suppressed and counted the same way.
 pub const MAX_GUEST_OUTPUT_LINES_PER_SECOND: usize = 100;
+/// "authentication failed" lines logged per second, from all clients
+/// together; the rest are counted in the next such line (`suppressed`).
+/// Anyone can send bad tokens: this bounds what they make the log hold.
+pub const MAX_AUTH_FAILURE_LOG_LINES_PER_SECOND: u32 = 10;
 /// The longest `uri-template` a source may register, in bytes. Matching a
 /// URI costs, per URI byte, one pass over a bitset of the template's states
 /// (at most this many + 1 bits, so 9 machine words) plus one step per
@@ -121,6 +126,11 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// Connections open at once from one peer IP address (over it: closed at
 /// once). Half the global cap, so one address cannot take every connection.
 pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 256;
+/// What one peer is, for the per-peer caps: an IPv6 client is usually
+/// given a /64, so each of its addresses is not a peer of its own.
+pub const DEFAULT_PEER_IPV6_PREFIX: u8 = 64;
+/// IPv4: each address is a peer (a whole /24 is often many customers).
+pub const DEFAULT_PEER_IPV4_PREFIX: u8 = 32;
 /// When `accept` fails for lack of descriptors (EMFILE/ENFILE), the loop
 /// pauses this long at first, doubling up to the maximum while it keeps failing.
 pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -204,6 +214,19 @@ pub const DEFAULT_JWKS_REFRESH_INTERVAL_S: u64 = 60;
 /// Default `[auth] cache_max_age_s`: a verified token's principal is reused
 /// for at most min(`exp`, this long) (introspected revocations show within it).
 pub const DEFAULT_TOKEN_CACHE_MAX_AGE_S: u64 = 300;
+/// Most `[auth] leeway_s`: five minutes covers any real clock skew; more
+/// would accept a token that long after its `exp` (`leeway_s = 1e9` did:
+/// expired tokens forever).
+pub const MAX_LEEWAY_S: u64 = 300;
+/// Most `[auth] cache_max_age_s`: an hour, the same cap an introspected
+/// token gets (`introspection.rs`), so a revocation shows within it.
+pub const MAX_TOKEN_CACHE_MAX_AGE_S: u64 = 3600;
+/// A JWKS larger than this is a fetch error (read in chunks and given up
+/// past it, never held whole): real key sets are a few KiB.
+pub const MAX_JWKS_BYTES: usize = 1 << 20;
+/// An introspection answer larger than this is "unavailable", read the
+/// same way: a real one is a few hundred bytes.
+pub const MAX_INTROSPECTION_RESPONSE_BYTES: usize = 64 << 10;
 /// The precompile cache's key, by default in the state directory.
 pub const DEFAULT_CACHE_KEY_FILE: &str = "precompile-key";
 
@@ -264,6 +287,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Directory of `NAME.wasm` sources (+ optional `NAME.toml` manifests).
     pub sources_dir: PathBuf,
+    /// `[sources]`: the keys whose signatures (`NAME.sig`) are trusted and
+    /// whether every source must carry one (`distribution::signature`).
+    #[serde(default)]
+    pub sources: SourcesConfig,
     /// Where the dev-mode secret (and, by default, the precompile cache) live.
     pub state_dir: PathBuf,
     /// The precompile cache; default `STATE_DIR/precompiled`. Servers may
@@ -359,9 +386,12 @@ pub struct TracesConfig {
     pub endpoint: Option<String>,
     /// `service.name`; falls back to `OTEL_SERVICE_NAME`, then `emseepea`.
     pub service_name: Option<String>,
-    /// The share of new traces recorded, 0.0..=1.0 (default 1.0). A request
-    /// whose `traceparent` says sampled (or not) follows its caller.
+    /// The share of requests recorded, 0.0..=1.0 (default 1.0), whatever
+    /// a client's `traceparent` says: the operator's sampling decides.
     pub sample_ratio: Option<f64>,
+    /// Also record every request whose `traceparent` says sampled (default
+    /// false): a client may then raise the share, never lower it.
+    pub follow_client_sampled: bool,
 }
 
 /// `[admin]`: the operator's listener, separate from MCP.
@@ -401,6 +431,10 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// Connections open at once from one peer IP address.
     pub max_connections_per_peer: usize,
+    /// Leading bits of an IPv6 address that name one peer (0..=128).
+    pub peer_ipv6_prefix: u8,
+    /// Leading bits of an IPv4 address that name one peer (0..=32).
+    pub peer_ipv4_prefix: u8,
     /// Legacy-protocol sessions kept at most (oldest idle evicted first;
     /// never one with a request in flight, never an authenticated one for
     /// an anonymous newcomer).
@@ -426,6 +460,8 @@ impl Default for HttpConfig {
             shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            peer_ipv6_prefix: DEFAULT_PEER_IPV6_PREFIX,
+            peer_ipv4_prefix: DEFAULT_PEER_IPV4_PREFIX,
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             max_anonymous_sessions: DEFAULT_MAX_ANONYMOUS_SESSIONS,
@@ -644,6 +680,7 @@ struct AuthFile {
     max_token_bytes: usize,
     cache_entries: usize,
     cache_max_age_s: u64,
+    allow_plain_http: bool,
     jwt: Option<JwtFile>,
     introspection: Option<IntrospectionConfig>,
 }
@@ -662,6 +699,7 @@ impl Default for AuthFile {
             max_token_bytes: 8192,
             cache_entries: 10_000,
             cache_max_age_s: DEFAULT_TOKEN_CACHE_MAX_AGE_S,
+            allow_plain_http: false,
             jwt: None,
             introspection: None,
         }
@@ -689,6 +727,42 @@ pub enum AuthConfigError {
     ScopeClaims,
     #[error("[auth] accepted_audiences must not hold an empty string")]
     EmptyAudience,
+    #[error(
+        "{key}: plain http is allowed only to a loopback host (127.0.0.0/8, ::1, localhost): \
+         anyone on the path could read the tokens and secrets it carries or swap the keys; \
+         use https, or set auth.allow_plain_http = true to accept that"
+    )]
+    PlainHttp { key: &'static str },
+    #[error("{key}: not an https (or loopback http) URL")]
+    NotHttpUrl { key: &'static str },
+    #[error("auth.leeway_s must be at most {MAX_LEEWAY_S}, got {0}")]
+    Leeway(u64),
+    #[error("auth.cache_max_age_s must be at most {MAX_TOKEN_CACHE_MAX_AGE_S}, got {0}")]
+    CacheMaxAge(u64),
+}
+
+/// `url` (the value of `key`) is https, or http to a loopback host, or
+/// `allow_plain_http` says plain http anywhere is accepted.
+fn check_fetch_url(
+    key: &'static str,
+    url: &str,
+    allow_plain_http: bool,
+) -> Result<(), AuthConfigError> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| AuthConfigError::NotHttpUrl { key })?;
+    let loopback = || {
+        let host = parsed.host_str().unwrap_or("");
+        let ip = host.trim_start_matches('[').trim_end_matches(']');
+        match ip.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip.to_canonical().is_loopback(),
+            Err(_) => host.eq_ignore_ascii_case("localhost"),
+        }
+    };
+    match parsed.scheme() {
+        "https" if parsed.has_host() => Ok(()),
+        "http" if parsed.has_host() && (allow_plain_http || loopback()) => Ok(()),
+        "http" if parsed.has_host() => Err(AuthConfigError::PlainHttp { key }),
+        _ => Err(AuthConfigError::NotHttpUrl { key }),
+    }
 }
 
 /// `[auth]`, checked: the verifier with the settings only it has, and what
@@ -719,15 +793,19 @@ pub struct AuthConfig {
     /// client id, an Okta authorization server's audience). The guest
     /// still sees the resource URL as the audience.
     pub accepted_audiences: Vec<String>,
-    /// Clock skew tolerated on `exp`/`nbf`.
+    /// Clock skew tolerated on `exp`/`nbf`; at most [`MAX_LEEWAY_S`].
     pub leeway_s: u64,
     /// Tokens longer than this are rejected without parsing.
     pub max_token_bytes: usize,
     /// Verified tokens remembered (by hash) until they expire.
     pub cache_entries: usize,
     /// A remembered token is re-verified after at most this long, even if
-    /// its `exp` is later (0: never remembered).
+    /// its `exp` is later (0: never remembered). At most
+    /// [`MAX_TOKEN_CACHE_MAX_AGE_S`].
     pub cache_max_age_s: u64,
+    /// Accept `http://` for the JWKS URL and the introspection endpoint to
+    /// any host (default: only to a loopback host). Named in the startup log.
+    pub allow_plain_http: bool,
 }
 
 impl Default for AuthConfig {
@@ -776,6 +854,24 @@ impl TryFrom<AuthFile> for AuthConfig {
             (_, Some(_), _) => return Err(unused("auth.jwt")),
             (_, None, Some(_)) => return Err(unused("auth.introspection")),
         };
+        match &method {
+            AuthMethod::Jwt(JwtConfig {
+                jwks: JwksSource::Url(url),
+                ..
+            }) => check_fetch_url("auth.jwt.jwks_url", url, f.allow_plain_http)?,
+            AuthMethod::Introspection(i) => check_fetch_url(
+                "auth.introspection.endpoint",
+                &i.endpoint,
+                f.allow_plain_http,
+            )?,
+            _ => {}
+        }
+        if f.leeway_s > MAX_LEEWAY_S {
+            return Err(AuthConfigError::Leeway(f.leeway_s));
+        }
+        if f.cache_max_age_s > MAX_TOKEN_CACHE_MAX_AGE_S {
+            return Err(AuthConfigError::CacheMaxAge(f.cache_max_age_s));
+        }
         // Dev mode advertises the server's own origin when none is listed.
         if matches!(method, AuthMethod::Jwt(_) | AuthMethod::Introspection(_))
             && f.authorization_servers.is_empty()
@@ -807,6 +903,7 @@ impl AuthConfig {
             max_token_bytes: f.max_token_bytes,
             cache_entries: f.cache_entries,
             cache_max_age_s: f.cache_max_age_s,
+            allow_plain_http: f.allow_plain_http,
         }
     }
 }
@@ -882,7 +979,12 @@ fn default_fetch_timeout_ms() -> u64 {
 pub struct IntrospectionConfig {
     pub endpoint: String,
     pub client_id: String,
-    pub client_secret: String,
+    /// Exactly one of `client_secret`, `client_secret_file` and
+    /// `client_secret_env` (`config/secret.rs`); after `Config::load`, the
+    /// value is here and the other two are `None`.
+    pub client_secret: Option<Secret>,
+    pub client_secret_file: Option<PathBuf>,
+    pub client_secret_env: Option<String>,
     #[serde(default = "default_fetch_timeout_ms")]
     pub timeout_ms: u64,
     /// Expected issuer (`iss` of the introspection response), if the server sends one.
@@ -890,6 +992,10 @@ pub struct IntrospectionConfig {
     /// Introspection requests in flight at once (one per distinct token).
     #[serde(default = "default_max_concurrent_introspection")]
     pub max_concurrent: usize,
+    /// Of those, how many one peer (an IPv4 address, an IPv6 /64) may hold;
+    /// default a quarter (at least 1). Behind a proxy every client is the
+    /// proxy's address: raise it there, up to `max_concurrent`.
+    pub max_concurrent_per_peer: Option<usize>,
     /// Seconds an inactive token's answer is remembered (0: not at all).
     #[serde(default = "default_introspection_negative_cache_s")]
     pub negative_cache_s: u64,
@@ -989,6 +1095,9 @@ impl TryFrom<StaticResourceFile> for StaticResourceConfig {
     }
 }
 
+/// `[sources]`: defined by the signature check, which owns it.
+pub use crate::distribution::signature::SourcesConfig;
+
 /// `[databases.LABEL]`: defined by the SQL capability, which owns it.
 pub use crate::runtime::capabilities::sql::config::{DatabaseConfig, Engine, EngineConfig};
 
@@ -1009,6 +1118,10 @@ pub struct SourceManifest {
     pub config: BTreeMap<String, String>,
     #[serde(default)]
     pub grants: Grants,
+    /// Per-call handle bounds (SQL connections, outbound requests in
+    /// flight, resource-table entries); defaults in `capabilities/handles.rs`.
+    #[serde(default)]
+    pub handles: crate::runtime::capabilities::HandleLimits,
 }
 
 /// Capabilities granted to one source. Nothing is reachable without a grant.
@@ -1055,13 +1168,14 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = parse_toml(&text).map_err(|message| ConfigError::Parse {
             path: path.to_owned(),
-            message: one_line(&e.to_string()),
+            message,
         })?;
         config.file = path.to_owned();
         let base = path.parent().unwrap_or(Path::new("."));
         config.sources_dir = base.join(&config.sources_dir);
+        config.sources.resolve(base);
         config.state_dir = base.join(&config.state_dir);
         config.cache_dir = Some(match &config.cache_dir {
             Some(dir) => base.join(dir),
@@ -1076,10 +1190,16 @@ impl Config {
                 *file = base.join(&*file);
             }
         }
-        for db in config.databases.values_mut() {
+        let invalid = |problem: ConfigProblem| ConfigError::Invalid {
+            path: path.to_owned(),
+            problem,
+        };
+        for (label, db) in config.databases.iter_mut() {
             match &mut db.engine {
                 EngineConfig::Sqlite(sqlite) => sqlite.file = base.join(&sqlite.file),
                 EngineConfig::Postgres(pg) => {
+                    pg.load_secrets(&format!("databases.{label}"), base)
+                        .map_err(|e| invalid(e.into()))?;
                     if let Some(ca) = &pg.ca_file {
                         pg.ca_file = Some(base.join(ca));
                     }
@@ -1096,6 +1216,15 @@ impl Config {
         {
             *file = base.join(&*file);
         }
+        if let AuthMethod::Introspection(i) = &mut config.auth.method {
+            let forms = secret::Forms {
+                key: "auth.introspection.client_secret",
+                inline: i.client_secret.take(),
+                file: i.client_secret_file.take(),
+                env: i.client_secret_env.take(),
+            };
+            i.client_secret = forms.load(base, true).map_err(|e| invalid(e.into()))?;
+        }
         config.validate().map_err(|problem| ConfigError::Invalid {
             path: path.to_owned(),
             problem,
@@ -1105,6 +1234,9 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigProblem> {
         use ConfigProblem::NotPositive;
+        if self.sources.require_signatures && self.sources.trusted_keys.is_empty() {
+            return Err(ConfigProblem::SignaturesWithoutKeys);
+        }
         if let Some(r) = self.traces.sample_ratio
             && !(0.0..=1.0).contains(&r)
         {
@@ -1158,6 +1290,9 @@ impl Config {
             return Err(NotPositive(
                 "http.max_connections, max_connections_per_peer, max_sessions_per_principal and max_anonymous_sessions",
             ));
+        }
+        if h.peer_ipv6_prefix > 128 || h.peer_ipv4_prefix > 32 {
+            return Err(ConfigProblem::PeerPrefix);
         }
         check_budget(&self.budget, r.max_memory_bytes)?;
         if self.cache_key_file().starts_with(self.cache_dir()) {
@@ -1236,6 +1371,8 @@ pub enum ConfigProblem {
         crate::workers::MAX_YIELD_AFTER_US
     )]
     YieldAfter,
+    #[error("http.peer_ipv6_prefix must be 0..=128 and http.peer_ipv4_prefix 0..=32")]
+    PeerPrefix,
     #[error("budget: {0}")]
     Budget(#[from] BudgetProblem),
     #[error(
@@ -1244,6 +1381,10 @@ pub enum ConfigProblem {
         dir.display()
     )]
     KeyInsideCache { key: PathBuf, dir: PathBuf },
+    #[error("{0}")]
+    Secret(#[from] secret::SecretError),
+    #[error("sources.require_signatures needs at least one sources.trusted_keys entry")]
+    SignaturesWithoutKeys,
 }
 
 /// A `[budget]` (the server's, or a source manifest's after it applies).
@@ -1264,11 +1405,47 @@ impl SourceManifest {
             path: path.to_owned(),
             source,
         })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        Self::parse(path, &text)
+    }
+
+    /// A manifest from bytes already read (the ones its signature was
+    /// checked over), `path` naming it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<SourceManifest, ConfigError> {
+        parse_toml(text).map_err(|message| ConfigError::Parse {
             path: path.to_owned(),
-            message: one_line(&e.to_string()),
+            message,
         })
     }
+}
+
+/// `text` as a `T`, or one line saying where, which key and what is wrong.
+/// TOML's own message quotes the offending line, and serde's the offending
+/// value: a secret written with the wrong type would be echoed to the log
+/// or a CI console. So the line is given by number, the key by its path,
+/// and a secret's type error by its kind only (`config/secret.rs`).
+fn parse_toml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    let at = |span: Option<std::ops::Range<usize>>| match span {
+        Some(span) => {
+            let line = text.as_bytes()[..span.start.min(text.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            format!("line {}: ", line + 1)
+        }
+        None => String::new(),
+    };
+    let de = toml::Deserializer::parse(text)
+        .map_err(|e| format!("{}{}", at(e.span()), one_line(e.message())))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        let message = match key.as_str() {
+            "" | "." => format!("{}{}", at(inner.span()), inner.message()),
+            key => format!("{}{key}: {}", at(inner.span()), inner.message()),
+        };
+        // A quoted key may hold a newline too.
+        one_line(&message)
+    })
 }
 
 impl ConfigError {
@@ -1298,6 +1475,8 @@ pub fn one_line(message: &str) -> String {
 
 #[cfg(test)]
 mod props;
+pub mod secret;
+pub use secret::Secret;
 
 #[cfg(test)]
 mod tests {
@@ -1317,6 +1496,21 @@ mod tests {
         assert_eq!(c.list_pagination.page_size, 50);
         assert_eq!(c.page_byte_limit(), 1 << 20);
         assert!(c.sources_dir.ends_with("s"));
+    }
+
+    #[test]
+    fn signatures_required_without_trusted_keys_are_refused() {
+        let e = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\nrequire_signatures = true\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("needs at least one sources.trusted_keys"),
+            "{e}"
+        );
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n[sources]\ntrusted_keys = ['k.pub']\n")
+            .unwrap();
+        assert!(c.sources.trusted_keys[0].ends_with("/k.pub"));
+        assert!(!c.sources.require_signatures);
     }
 
     #[test]
@@ -1376,6 +1570,23 @@ mod tests {
         );
         let e = with(MAX_GUEST_THREADS + 1).unwrap_err();
         assert!(e.to_string().contains("guest_threads"), "{e}");
+    }
+
+    #[test]
+    fn peer_prefixes_default_to_64_and_32_and_are_bounded() {
+        let with = |v6: u32, v4: u32| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[http]\npeer_ipv6_prefix = {v6}\npeer_ipv4_prefix = {v4}\n"
+            ))
+        };
+        let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
+        assert_eq!((c.http.peer_ipv6_prefix, c.http.peer_ipv4_prefix), (64, 32));
+        let c = with(56, 24).unwrap();
+        assert_eq!((c.http.peer_ipv6_prefix, c.http.peer_ipv4_prefix), (56, 24));
+        for (v6, v4) in [(129, 32), (64, 33)] {
+            let e = with(v6, v4).unwrap_err();
+            assert!(e.to_string().contains("peer_ipv"), "{e}");
+        }
     }
 
     #[test]
@@ -1574,6 +1785,26 @@ mod tests {
         let c = parse("sources_dir = 's'\nstate_dir = 't'\n").unwrap();
         assert!(c.cache_key_file().ends_with("t/precompile-key"));
         assert_eq!(c.auth.cache_max_age_s, DEFAULT_TOKEN_CACHE_MAX_AGE_S);
+    }
+
+    /// Issue 48: the config types derived `Debug` with the secrets in them.
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let c = parse(
+            "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'introspection'\n\
+             authorization_servers = ['https://as']\n[auth.introspection]\nendpoint = 'https://as/i'\n\
+             client_id = 'c'\nclient_secret = 'hunter2-client'\n[databases.pg]\nengine = 'postgres'\n\
+             url = 'postgres://u:hunter2-url@h/d'\n[databases.pg2]\nengine = 'postgres'\nhost = 'h'\n\
+             password = 'hunter2-password'\n",
+        )
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(shown.matches("[redacted]").count(), 3, "{shown}");
+        let AuthMethod::Introspection(i) = &c.auth.method else {
+            panic!("mode introspection")
+        };
+        assert_eq!(i.client_secret.as_ref().unwrap().expose(), "hunter2-client");
     }
 
     #[test]

@@ -14,6 +14,32 @@ pub fn client() -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
+/// Why a response could not be read within its cap.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    #[error("the response is larger than {0} bytes")]
+    TooLarge(usize),
+}
+
+/// The body of `resp`, read chunk by chunk and given up past `cap` bytes:
+/// a huge (or endless) answer costs at most `cap` bytes of memory, never
+/// its announced or actual size.
+pub async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, FetchError> {
+    if resp.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(FetchError::TooLarge(cap));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > cap {
+            return Err(FetchError::TooLarge(cap));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// rustls with the ring provider and the web PKI roots, built once and
 /// shared by every hyper client of the host.
 pub fn public_tls_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {

@@ -60,6 +60,7 @@ pub mod auth;
 pub mod check;
 pub mod config;
 pub mod devkit;
+pub mod distribution;
 pub mod fields;
 #[cfg(test)]
 mod fuzz;

@@ -97,10 +97,73 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Sign a source and its manifest: writes NAME.sig beside NAME.wasm with
+    /// `ssh-keygen -Y sign -n emseepea-source -f KEY` (docs: Distributing sources).
+    Sign {
+        /// The component (its manifest is NAME.toml beside it, if present).
+        file: PathBuf,
+        /// The private key (or, with ssh-agent, its public key file).
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Publish a source (NAME.wasm, with NAME.toml and NAME.sig when present)
+    /// to an OCI registry as REFERENCE; prints the digest it is pinned by.
+    Push {
+        file: PathBuf,
+        /// registry/repository:tag
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Fetch a source from an OCI registry into a sources directory,
+    /// checking its digest and, with trusted keys, its signature.
+    Pull {
+        /// registry/repository:tag or registry/repository@sha256:DIGEST;
+        /// leave out to pull every source of --lock by its digest.
+        reference: Option<String>,
+        /// The sources directory to write NAME.wasm (+ .toml, .sig) into.
+        #[arg(long)]
+        into: PathBuf,
+        /// The file stem (default: the repository's last path segment).
+        #[arg(long)]
+        name: Option<String>,
+        /// The lockfile: with a reference, record NAME -> digest in it;
+        /// without, pull what it pins.
+        #[arg(long)]
+        lock: Option<PathBuf>,
+        /// A server config whose `[sources] trusted_keys` must have signed the source.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A trusted public key (inline or a file); repeatable.
+        #[arg(long = "trusted-key")]
+        trusted_keys: Vec<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
     /// Internal: compile one component (wasm on stdin, artifact on stdout)
     /// for a server of this binary; see `runtime::compile`.
     #[command(name = emseepea::runtime::compile::CHILD_SUBCOMMAND, hide = true)]
     CompileComponent { runtime_config: String },
+}
+
+/// How `push` and `pull` reach the registry.
+#[derive(clap::Args)]
+struct RegistryArgs {
+    /// Plain HTTP (a registry on localhost), not HTTPS.
+    #[arg(long)]
+    plain_http: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = emseepea::distribution::oci::DEFAULT_TIMEOUT.as_secs())]
+    timeout_s: u64,
+}
+
+impl RegistryArgs {
+    fn registry(&self) -> emseepea::distribution::oci::Registry {
+        emseepea::distribution::oci::Registry {
+            plain_http: self.plain_http,
+            timeout: std::time::Duration::from_secs(self.timeout_s),
+        }
+    }
 }
 
 /// The config, read before logging starts (its `[log] format` decides how
@@ -219,6 +282,55 @@ fn main() -> ExitCode {
                     },
                 )?;
                 println!("{token}");
+                Ok(Outcome::Ok)
+            }
+            Command::Sign { file, key } => {
+                let sig = emseepea::distribution::signature::sign(&file, &key)?;
+                println!("signed {} -> {}", file.display(), sig.display());
+                Ok(Outcome::Ok)
+            }
+            Command::Push {
+                file,
+                reference,
+                registry,
+            } => {
+                let digest =
+                    emseepea::distribution::oci::push(&registry.registry(), &file, &reference)
+                        .await?;
+                println!("pushed {reference} {digest}");
+                Ok(Outcome::Ok)
+            }
+            Command::Pull {
+                reference,
+                into,
+                name,
+                lock,
+                config,
+                trusted_keys,
+                registry,
+            } => {
+                emseepea::telemetry::logs::init(flag.unwrap_or(LogFormat::Human));
+                let config = config.map(|c| Config::load(&c)).transpose()?;
+                let pulled =
+                    emseepea::distribution::pull_command(emseepea::distribution::PullCommand {
+                        reference,
+                        into,
+                        name,
+                        lock,
+                        config,
+                        trusted_keys,
+                        registry: registry.registry(),
+                    })
+                    .await?;
+                for p in pulled {
+                    println!(
+                        "pulled {} {} -> {} ({})",
+                        p.name,
+                        p.pinned,
+                        p.component.display(),
+                        p.verdict
+                    );
+                }
                 Ok(Outcome::Ok)
             }
             Command::CompileComponent { .. } => unreachable!("dispatched before the runtime"),

@@ -220,6 +220,10 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     let limits = ConnectionLimits::new(
         app.config.http.max_connections,
         app.config.http.max_connections_per_peer,
+        crate::listener::PeerPrefixes {
+            v4: app.config.http.peer_ipv4_prefix,
+            v6: app.config.http.peer_ipv6_prefix,
+        },
         app.sources.runtime.open_connections(),
     );
     let mut failures = AcceptFailures::default();
@@ -255,7 +259,9 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
                 };
                 let _ = stream.set_nodelay(true);
                 let app = app.clone();
-                let service = service_fn(move |req| {
+                let peer_addr = pipeline::PeerAddr(peer.ip());
+                let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(peer_addr);
                     let app = app.clone();
                     async move { Ok::<_, std::convert::Infallible>(pipeline::handle(app, req).await) }
                 });

@@ -293,4 +293,43 @@ mod tests {
         assert!(matches!(e, StateError::ForeignOwner { .. }), "{e}");
         assert!(e.to_string().contains("owned by uid"), "{e}");
     }
+
+    /// deploy/kubernetes: the kubelet makes an emptyDir's root owned by
+    /// root, mode 0777 (2777 and group-owned with an fsGroup). As the state
+    /// directory itself it is refused (shared, or not ours); a subdirectory
+    /// the server makes in it (`state_dir = "/state/emseepea"`) is private
+    /// and holds the secrets.
+    #[test]
+    fn a_kubernetes_empty_dir_is_refused_but_a_directory_made_in_it_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, mode) in [0o777, 0o2777, 0o2775, 0o2770].into_iter().enumerate() {
+            let volume = dir.path().join(format!("volume-{i}"));
+            std::fs::create_dir(&volume).unwrap();
+            std::fs::set_permissions(&volume, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = private_dir(&volume).unwrap_err();
+            assert!(
+                matches!(e, StateError::SharedDirectory { .. }),
+                "{mode:o}: {e}"
+            );
+            let state = volume.join("emseepea");
+            private_dir(&state).unwrap();
+            let meta = std::fs::metadata(&state).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o077, 0, "{mode:o}");
+            assert_eq!(meta.uid(), euid());
+            load_or_create_secret(&state.join("precompile-key")).unwrap();
+            private_dir(&state.join("precompiled")).unwrap();
+        }
+        // Root-owned (as the kubelet leaves it) while the server runs as
+        // uid 10001: not ours. Only root can hand a directory to another uid.
+        if euid() == 0 {
+            let volume = dir.path().join("root-owned");
+            std::fs::create_dir(&volume).unwrap();
+            std::fs::set_permissions(&volume, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::os::unix::fs::chown(&volume, Some(65534), Some(65534)).unwrap();
+            assert!(matches!(
+                private_dir(&volume),
+                Err(StateError::ForeignOwner { .. })
+            ));
+        }
+    }
 }

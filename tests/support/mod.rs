@@ -7,6 +7,7 @@ pub mod clients;
 pub mod engines;
 pub mod nginx;
 pub mod postgres;
+pub mod registry;
 pub mod swap;
 
 use serde_json::{Value, json};

@@ -355,6 +355,8 @@ fn clients() -> Result {
     venv("py-mcp2", &py.join("requirements-mcp2.txt"))?;
     venv("py-mcp1", &py.join("requirements-mcp1.txt"))?;
     npm_install(&root.join("tests/clients/node"))?;
+    // checkov, the Kubernetes manifests' linter (tests/deploy.rs).
+    venv("deploy-lint", &root.join("deploy/lint/requirements.txt"))?;
     // The test authorization server (oidc-provider) of tests/oauth_flow.rs.
     npm_install(&root.join("tests/oauth"))?;
     Ok(())

@@ -30,6 +30,8 @@ pub enum AuthSetupError {
     Jwks(#[from] verifier::jwt::JwksError),
     #[error("building the introspection HTTP client: {0}")]
     IntrospectionClient(reqwest::Error),
+    #[error("[auth.introspection] client_secret was not loaded (Config::load reads it)")]
+    ClientSecretNotLoaded,
     #[error(
         "the resource URL ([auth] resource, or derived from http.endpoint) is longer than {} bytes",
         crate::config::MAX_URI_LEN
@@ -143,10 +145,13 @@ impl Auth {
     }
 
     /// The caller of a request: `Ok(None)` when no token was presented.
+    /// `peer` is the client's address as the transport saw it (`None`:
+    /// stdio): outbound lookups are bounded per peer.
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
         query: Option<&str>,
+        peer: Option<std::net::IpAddr>,
     ) -> Result<Option<Arc<Principal>>, AuthError> {
         let Some(verifier) = &self.verifier else {
             return Ok(None);
@@ -179,7 +184,7 @@ impl Auth {
             return Ok(Some(p));
         }
         crate::telemetry::metrics().token_cache_misses.inc();
-        match verifier.verify(token).await {
+        match verifier.verify(token, peer).await {
             Ok(v) => {
                 let principal = Arc::new(v.principal);
                 self.cache

@@ -42,7 +42,7 @@ proptest! {
         let mut headers = HeaderMap::new();
         headers.insert(http::header::AUTHORIZATION, value);
         let auth = &AUTH.1;
-        let r = RUNTIME.block_on(auth.authenticate(&headers, query.as_deref()));
+        let r = RUNTIME.block_on(auth.authenticate(&headers, query.as_deref(), None));
         match r {
             Err(AuthError::QueryToken) => prop_assert!(query.as_deref().is_some_and(has_query_token)),
             Err(AuthError::Malformed | AuthError::TooLarge | AuthError::Invalid(_)) => {

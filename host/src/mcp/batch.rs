@@ -129,10 +129,10 @@ impl Batch<'_> {
             .map_err(|e| Stop::rpc(self.version(), None, e))?;
         let error_caching = method.error_caching(app);
         if Instant::now() >= self.deadline {
-            tracing::warn!(request_id = %id.raw(), "batch deadline passed; item not run");
+            tracing::warn!(request_id = %id.logged(), "batch deadline passed; item not run");
             return Ok(self.error(Some(&id), McpError::Internal, error_caching));
         }
-        let scope = RequestScope::new(self.deadline, id.raw(), self.caller.key());
+        let scope = RequestScope::new(self.deadline, id.logged(), self.caller.key());
         let _in_flight = self.session.register(&id, scope.cancel.clone());
         let ctx = Ctx {
             app,
@@ -185,7 +185,7 @@ impl Answers {
     fn push_result(&mut self, version: Version, id: &RequestId, body: Vec<u8>, caching: Caching) {
         let cost = body.len() + usize::from(!self.items.is_empty());
         if self.bytes + cost > self.limit {
-            tracing::warn!(request_id = %id.raw(), bytes = self.bytes + cost, "batch response would exceed max_application_result_bytes");
+            tracing::warn!(request_id = %id.logged(), bytes = self.bytes + cost, "batch response would exceed max_application_result_bytes");
             return self.push(McpError::Internal.to_bytes(version, Some(id)), caching);
         }
         self.push(body, caching);

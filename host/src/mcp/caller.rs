@@ -8,7 +8,10 @@
 use super::App;
 use super::errors::McpError;
 use crate::auth::Principal;
+use crate::config::MAX_AUTH_FAILURE_LOG_LINES_PER_SECOND;
+use crate::guest_text::GuestText;
 use crate::runtime::CallerKey;
+use crate::telemetry::limited::LineBudget;
 use http::HeaderMap;
 use std::sync::Arc;
 
@@ -35,16 +38,30 @@ impl Caller {
     }
 }
 
+/// Failed authentications logged per second (the rest are counted).
+static AUTH_FAILURE_LINES: LineBudget = LineBudget::new(MAX_AUTH_FAILURE_LOG_LINES_PER_SECOND);
+
 pub async fn authenticate(
     app: &App,
     headers: &HeaderMap,
     query: Option<&str>,
+    peer: Option<std::net::IpAddr>,
 ) -> Result<Caller, McpError> {
-    match app.auth.authenticate(headers, query).await {
+    match app.auth.authenticate(headers, query, peer).await {
         Ok(None) => Ok(Caller::Anonymous),
         Ok(Some(p)) => Ok(Caller::Verified(p)),
         Err(error) => {
-            tracing::info!("authentication failed: {error}");
+            // The reason quotes the client's token (a JOSE header, a kid):
+            // escaped and cut like guest text, and a flood is counted, not
+            // written out line by line.
+            if let Some(suppressed) = AUTH_FAILURE_LINES.admit(std::time::Instant::now()) {
+                tracing::info!(
+                    reason = error.reason(),
+                    detail = ?GuestText::new(&error.to_string()),
+                    suppressed,
+                    "authentication failed"
+                );
+            }
             Err(McpError::Unauthorized {
                 error,
                 scopes: app.pager.source_scopes(),

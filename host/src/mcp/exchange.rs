@@ -75,7 +75,7 @@ async fn stateless(
     // is dropped with the connection.
     let scope = RequestScope::new(
         Instant::now() + app.config.request_timeout(),
-        id.raw(),
+        id.logged(),
         caller.key(),
     );
     let ctx = Ctx {
@@ -121,7 +121,7 @@ async fn legacy(
         Incoming::Request { id, params, .. } => {
             let scope = RequestScope::new(
                 Instant::now() + app.config.request_timeout(),
-                id.raw(),
+                id.logged(),
                 caller.key(),
             );
             let _in_flight = session.register(&id, scope.cancel.clone());
@@ -194,7 +194,7 @@ pub fn notification(session: &Session, method: &str, params: &Map<String, Value>
     {
         // "Receivers MAY ignore it if the id is unknown or the request finished."
         if session.cancel(&id) {
-            tracing::info!(session = %session.id, request_id = %id.raw(), "cancellation requested");
+            tracing::info!(session = %session.id, request_id = %id.logged(), "cancellation requested");
         }
     }
 }
@@ -265,7 +265,7 @@ fn respond(
             r
         }
         Err(McpError::Cancelled) => {
-            tracing::info!(request_id = %id.raw(), method = method.policy().name, "request cancelled; no response sent");
+            tracing::info!(request_id = %id.logged(), method = method.policy().name, "request cancelled; no response sent");
             h::cancelled()
         }
         Err(e) => {

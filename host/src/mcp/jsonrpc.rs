@@ -3,6 +3,7 @@
 //! integer) are kept as their raw JSON text and echoed unchanged; `params`
 //! is an object or absent. Nothing here knows MCP's methods.
 
+use crate::guest_text::GuestText;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -53,6 +54,17 @@ impl RequestId {
 
     pub fn raw(&self) -> &str {
         self.0.get()
+    }
+
+    /// The id as log lines and span attributes show it: a client's text,
+    /// so bounded and escaped like guest text (`GuestText`). A string id
+    /// is quoted (`"abc"`, as its JSON), an integer is its digits.
+    pub fn logged(&self) -> String {
+        let raw = self.raw();
+        match serde_json::from_str::<String>(raw) {
+            Ok(s) => format!("{:?}", GuestText::new(&s)),
+            Err(_) => GuestText::new(raw).to_string(),
+        }
     }
 
     /// For serializing the id unchanged.

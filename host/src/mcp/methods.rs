@@ -61,7 +61,7 @@ impl Ctx<'_> {
 
     fn bounded(&self, body: Vec<u8>, caching: Caching) -> Result<Reply, McpError> {
         if body.len() > self.app.config.max_application_result_bytes {
-            tracing::warn!(request_id = %self.id.raw(), bytes = body.len(), "result exceeds max_application_result_bytes");
+            tracing::warn!(request_id = %self.id.logged(), bytes = body.len(), "result exceeds max_application_result_bytes");
             return Err(McpError::Internal);
         }
         Ok(Reply { body, caching })
@@ -174,7 +174,7 @@ async fn list_resources(
         .await
         .map_err(|e| {
             if !matches!(e, crate::inventory::ListError::NoAccessibleSource { .. }) {
-                tracing::warn!(request_id = %ctx.id.raw(), "resources/list failed: {e}");
+                tracing::warn!(request_id = %ctx.id.logged(), "resources/list failed: {e}");
             }
             McpError::from(e)
         })?;
@@ -184,7 +184,7 @@ async fn list_resources(
     )?;
     if reply.body.len() > app.config.page_byte_limit() {
         // The pager budgets exactly; this is a bug guard, not a code path.
-        tracing::error!(request_id = %ctx.id.raw(), bytes = reply.body.len(), "resources/list page exceeds its byte limit");
+        tracing::error!(request_id = %ctx.id.logged(), bytes = reply.body.len(), "resources/list page exceeds its byte limit");
         return Err(McpError::Internal);
     }
     let m = crate::telemetry::metrics();
@@ -213,7 +213,7 @@ async fn read_resource(ctx: &Ctx<'_>, params: &Map<String, Value>) -> Result<Rep
             | read::ReadError::UriTooLong
             | read::ReadError::Unauthenticated { .. }
             | read::ReadError::InsufficientScope { .. } => {}
-            _ => tracing::warn!(request_id = %ctx.id.raw(), "resources/read failed: {e}"),
+            _ => tracing::warn!(request_id = %ctx.id.logged(), "resources/read failed: {e}"),
         }
         McpError::from_read(e, uri)
     })?;

@@ -67,6 +67,11 @@ impl From<Rejection> for Stop {
     }
 }
 
+/// The client's address, put in the request's extensions by the listener,
+/// so that authentication can bound token lookups per peer.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddr(pub std::net::IpAddr);
+
 pub async fn handle(app: Arc<App>, req: Request<Body>) -> HttpResponse {
     let m = metrics();
     let _in_flight = InFlight::enter(&m.http_in_flight);
@@ -155,7 +160,8 @@ fn metadata(app: &App) -> Result<HttpResponse, Stop> {
 }
 
 async fn authenticate(app: &App, parts: &Parts) -> Result<Caller, Stop> {
-    caller::authenticate(app, &parts.headers, parts.uri.query())
+    let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0);
+    caller::authenticate(app, &parts.headers, parts.uri.query(), peer)
         .await
         .map_err(|e| Stop::rpc(Version::UNNEGOTIATED, None, e))
 }

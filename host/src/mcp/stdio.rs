@@ -79,7 +79,7 @@ impl Credentials {
     /// down) leaves the caller anonymous: over stdio there is no other
     /// caller to protect from, and what needs no token keeps working.
     pub async fn caller(&self, app: &App) -> Caller {
-        caller::authenticate(app, &self.headers, None)
+        caller::authenticate(app, &self.headers, None, None)
             .await
             .unwrap_or(Caller::Anonymous)
     }
@@ -116,7 +116,7 @@ async fn announce(app: &App, credentials: &Credentials) {
     match (credentials.presented(), credentials.caller(app).await) {
         (_, Caller::Verified(p)) => tracing::info!(
             sources,
-            client_id = %p.client_id,
+            client_id = ?crate::guest_text::GuestText::new(&p.client_id),
             "serving MCP on stdio; {TOKEN_ENV} verified"
         ),
         (true, Caller::Anonymous) => tracing::warn!(
@@ -182,7 +182,7 @@ impl Conn {
             && let Some(token) = self.stateless.lock().unwrap().get(&id)
         {
             token.cancel();
-            tracing::info!(request_id = %id.raw(), "cancellation requested");
+            tracing::info!(request_id = %id.logged(), "cancellation requested");
         }
     }
 
@@ -446,7 +446,7 @@ async fn message(
     match request(conn, &caller, &id, method, &params, deadline).await {
         Ok(body) => Some(body),
         Err((_, McpError::Cancelled)) => {
-            tracing::info!(request_id = %id.raw(), method = method.policy().name, "request cancelled; no response sent");
+            tracing::info!(request_id = %id.logged(), method = method.policy().name, "request cancelled; no response sent");
             None
         }
         Err((v, e)) => Some(error_bytes(&e, v, &id)),
@@ -498,10 +498,10 @@ async fn request(
         .admit(app, caller.principal())
         .map_err(|e| (version, e))?;
     if Instant::now() >= deadline {
-        tracing::warn!(request_id = %id.raw(), "batch deadline passed; item not run");
+        tracing::warn!(request_id = %id.logged(), "batch deadline passed; item not run");
         return Err((version, McpError::Internal));
     }
-    let scope = RequestScope::new(deadline, id.raw(), caller.key());
+    let scope = RequestScope::new(deadline, id.logged(), caller.key());
     let _in_flight = session.register(id, scope.cancel.clone());
     let ctx = Ctx {
         app,
@@ -553,7 +553,7 @@ async fn stateless(
     method
         .admit(app, caller.principal())
         .map_err(|e| (version, e))?;
-    let scope = RequestScope::new(deadline, id.raw(), caller.key());
+    let scope = RequestScope::new(deadline, id.logged(), caller.key());
     let _in_flight = conn.register(id, scope.cancel.clone());
     let ctx = Ctx {
         app,

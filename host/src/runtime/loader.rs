@@ -19,6 +19,7 @@ use crate::config::{
     BudgetConfig, BudgetProblem, Config, ConfigError, MAX_CHALLENGE_SCOPES_BYTES,
     STARTUP_CALL_DURATION_MS, SourceManifest, check_budget,
 };
+use crate::distribution::signature::{self, KeysError, Policy, SignatureProblem, Verdict};
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::ExportSeries;
 use std::marker::PhantomData;
@@ -121,6 +122,15 @@ pub enum LoadProblem {
     SourcesDir(std::io::Error),
     #[error("manifest without a component (expected a .wasm beside it)")]
     ManifestWithoutComponent,
+    #[error("signature without a component (expected a .wasm beside it)")]
+    SignatureWithoutComponent,
+    /// `[sources] trusted_keys` could not be loaded (the file is the config).
+    #[error(transparent)]
+    TrustedKeys(KeysError),
+    /// The source's signature is missing, malformed, by an untrusted key or
+    /// over other bytes, under the config's `[sources]` policy.
+    #[error(transparent)]
+    Signature(SignatureProblem),
     /// The precompile cache could not be opened, or a component not
     /// compiled or stored.
     #[error(transparent)]
@@ -177,6 +187,8 @@ pub struct Source {
     pub(crate) log_name: Arc<str>,
     pub file: PathBuf,
     pub wasm_sha256: String,
+    /// What the signature check found (`distribution::signature`).
+    pub signature: Verdict,
     pub budget: BudgetConfig,
     /// Calls of this source running at once (its manifest's
     /// `max_concurrent_calls`, within the runtime's per-source share).
@@ -397,6 +409,7 @@ impl SourceSet {
             std::fs::read_dir(dir).map_err(|e| LoadError::new(dir, LoadProblem::SourcesDir(e)))?;
         let mut files: Vec<PathBuf> = Vec::new();
         let mut manifests: Vec<PathBuf> = Vec::new();
+        let mut signatures: Vec<PathBuf> = Vec::new();
         for entry in entries {
             let path = entry
                 .map_err(|e| LoadError::new(dir, LoadProblem::SourcesDir(e)))?
@@ -404,6 +417,7 @@ impl SourceSet {
             match path.extension().and_then(|e| e.to_str()) {
                 Some("wasm") => files.push(path),
                 Some("toml") => manifests.push(path),
+                Some(signature::EXTENSION) => signatures.push(path),
                 _ => {}
             }
         }
@@ -422,6 +436,13 @@ impl SourceSet {
                 ));
             }
         }
+        for sig in &signatures {
+            if !sig.with_extension("wasm").is_file() {
+                return Err(LoadError::new(sig, LoadProblem::SignatureWithoutComponent));
+            }
+        }
+        let policy = Policy::from_config(&config.sources)
+            .map_err(|e| LoadError::new(&config.file, LoadProblem::TrustedKeys(e)))?;
         let cache = ComponentCache::open(
             &runtime.engine,
             config.cache_dir(),
@@ -432,7 +453,7 @@ impl SourceSet {
             .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
-            let source = load_one(&runtime, config, &shared, &cache, &file).await?;
+            let source = load_one(&runtime, config, &shared, &cache, &policy, &file).await?;
             if let Some(other) = sources.iter().find(|s| s.name() == source.name()) {
                 return Err(LoadError::new(
                     &file,
@@ -451,7 +472,7 @@ impl SourceSet {
             }
             tracing::info!(
                 source = source.name(), file = %source.file.display(), cache = %source.cache,
-                lists = source.lists(), "source registered"
+                lists = source.lists(), signature = %source.signature, "source registered"
             );
             sources.push(Arc::new(source));
         }
@@ -501,16 +522,62 @@ async fn load_one(
     config: &Config,
     shared: &ServerCapabilities,
     cache: &ComponentCache,
+    policy: &Policy,
     file: &Path,
 ) -> Result<Source, LoadError> {
+    // Each file is read once: the bytes the signature is checked over are
+    // the manifest parsed and the component compiled (and the cache key).
     let manifest_path = file.with_extension("toml");
-    let manifest = if manifest_path.is_file() {
-        SourceManifest::load(&manifest_path).map_err(|e| LoadError {
-            file: e.path().to_owned(),
-            problem: LoadProblem::Manifest(e),
-        })?
+    let manifest_error = |e: std::io::Error| {
+        LoadError::new(
+            &manifest_path,
+            LoadProblem::Manifest(ConfigError::Read {
+                path: manifest_path.clone(),
+                source: e,
+            }),
+        )
+    };
+    let manifest_bytes = if manifest_path.is_file() {
+        Some(std::fs::read(&manifest_path).map_err(manifest_error)?)
     } else {
-        SourceManifest::default()
+        None
+    };
+    let wasm =
+        std::fs::read(file).map_err(|e| LoadError::new(file, LoadProblem::ReadComponent(e)))?;
+    let signature_path = signature::signature_path(file);
+    let signature_verdict = signature::read_signature(&signature_path)
+        .and_then(|sig| {
+            policy.check(
+                &signature_path,
+                sig.as_deref(),
+                &wasm,
+                manifest_bytes.as_deref(),
+            )
+        })
+        .map_err(|e| {
+            // A missing signature is the component's fault; any other, the
+            // signature file's.
+            let at = if matches!(e, SignatureProblem::Missing(_)) {
+                file
+            } else {
+                &signature_path
+            };
+            LoadError::new(at, LoadProblem::Signature(e))
+        })?;
+    let manifest = match &manifest_bytes {
+        Some(bytes) => {
+            let text = std::str::from_utf8(bytes).map_err(|_| {
+                manifest_error(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "stream did not contain valid UTF-8",
+                ))
+            })?;
+            SourceManifest::parse(&manifest_path, text).map_err(|e| LoadError {
+                file: e.path().to_owned(),
+                problem: LoadProblem::Manifest(e),
+            })?
+        }
+        None => SourceManifest::default(),
     };
     let budget = manifest.budget.apply(config.budget);
     check_budget(&budget, config.runtime.max_memory_bytes)
@@ -533,8 +600,8 @@ async fn load_one(
         .grant(&manifest)
         .map_err(|e| LoadError::new(&manifest_path, LoadProblem::Grant(e)))?;
 
-    let wasm =
-        std::fs::read(file).map_err(|e| LoadError::new(file, LoadProblem::ReadComponent(e)))?;
+    // The cache is keyed by the digest of the verified bytes and compiles
+    // those same bytes on a miss.
     let wasm_sha256 = sha256_hex(&wasm);
     let engine = runtime.engine.clone();
     let (component, outcome) = {
@@ -556,6 +623,7 @@ async fn load_one(
         log_name: stem,
         file: file.to_owned(),
         wasm_sha256,
+        signature: signature_verdict,
         budget,
         max_concurrent_calls,
         cache: outcome,

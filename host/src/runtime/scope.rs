@@ -13,7 +13,8 @@ pub struct RequestScope {
     pub deadline: Instant,
     /// Cancelled on `notifications/cancelled`, client disconnect or shutdown.
     pub cancel: CancellationToken,
-    /// The JSON-RPC id (or another label) for log lines.
+    /// The JSON-RPC id (or another label) for log lines, bounded and
+    /// escaped by its maker (`RequestId::logged`): it is a client's text.
     pub request_id: Arc<str>,
     /// Whose share of the guest-call pool this request's calls take.
     pub caller: CallerKey,

@@ -34,6 +34,7 @@ pub fn init_with_traces(format: LogFormat, config: &Config) -> Result<(), traces
         endpoint = %settings.traces_url,
         service = %settings.service_name,
         ratio = settings.sample_ratio,
+        follow_client_sampled = settings.follow_client_sampled,
         "traces on (OTLP/HTTP)"
     );
     Ok(())

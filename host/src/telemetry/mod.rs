@@ -3,6 +3,7 @@
 //! Telemetry observes every layer and changes none.
 
 mod histogram;
+pub mod limited;
 pub mod logs;
 pub mod metrics;
 mod otlp_client;

@@ -7,20 +7,28 @@
 //! filtered out of the log layer, so every span macro finds its callsite
 //! disabled and builds nothing.
 //!
-//! Context comes from `params._meta` (`traceparent`, `tracestate`; the
-//! request's own, preferred) or the HTTP request's headers, and goes out in
-//! the guest's granted outbound requests. `baggage` is neither taken nor
-//! passed on: it would carry client-chosen data to the sources' backends.
+//! Context comes from `params._meta` (`traceparent`; the request's own,
+//! preferred) or the HTTP request's headers, and goes out in the guest's
+//! granted outbound requests. A client's `tracestate` and `baggage` are
+//! neither kept nor passed on: they would carry client-chosen data to the
+//! sources' backends (issue 48). Whether a request is recorded is the
+//! operator's `sample_ratio`, not the client's sampled flag, unless
+//! `follow_client_sampled` lets that flag raise it ([`OperatorSampler`]).
 
 use crate::config::{Config, DEFAULT_TRACE_SERVICE_NAME, MAX_TRACESTATE_BYTES};
 use http::HeaderMap;
 use opentelemetry::Context;
+use opentelemetry::KeyValue;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{
+    Link, SpanContext, SpanKind, TraceContextExt, TraceId, TraceState, TracerProvider as _,
+};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::{
+    BatchSpanProcessor, Sampler, SamplingDecision, SamplingResult, SdkTracerProvider, ShouldSample,
+};
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::sync::OnceLock;
@@ -58,6 +66,55 @@ pub struct Settings {
     pub traces_url: String,
     pub service_name: String,
     pub sample_ratio: f64,
+    pub follow_client_sampled: bool,
+}
+
+/// Sampling by the operator's ratio. A span under one of ours follows it;
+/// a request's span under a client's context is drawn at the ratio (the
+/// client chose its trace id, so the id cannot be the draw) unless
+/// `follow_client` is on and the client said sampled; a new trace is
+/// sampled by its (our) trace id. Every span's `tracestate` starts empty.
+#[derive(Clone, Debug)]
+struct OperatorSampler {
+    ratio: f64,
+    follow_client: bool,
+}
+
+impl ShouldSample for OperatorSampler {
+    fn should_sample(
+        &self,
+        parent: Option<&Context>,
+        trace_id: TraceId,
+        name: &str,
+        kind: &SpanKind,
+        attributes: &[KeyValue],
+        links: &[Link],
+    ) -> SamplingResult {
+        let parent_span = parent
+            .filter(|cx| cx.has_active_span())
+            .map(|cx| cx.span().span_context().clone())
+            .filter(|sc| sc.is_valid());
+        let sampled = match parent_span {
+            Some(sc) if !sc.is_remote() => sc.is_sampled(),
+            Some(sc) => {
+                (self.follow_client && sc.is_sampled()) || rand::random::<f64>() < self.ratio
+            }
+            None => {
+                let by_id = Sampler::TraceIdRatioBased(self.ratio);
+                let r = by_id.should_sample(None, trace_id, name, kind, attributes, links);
+                r.decision == SamplingDecision::RecordAndSample
+            }
+        };
+        SamplingResult {
+            decision: if sampled {
+                SamplingDecision::RecordAndSample
+            } else {
+                SamplingDecision::Drop
+            },
+            attributes: Vec::new(),
+            trace_state: TraceState::default(),
+        }
+    }
 }
 
 impl Settings {
@@ -76,6 +133,7 @@ impl Settings {
             (None, None, None) => return None,
         };
         Some(Settings {
+            follow_client_sampled: t.follow_client_sampled,
             traces_url,
             service_name: t
                 .service_name
@@ -109,9 +167,10 @@ where
         .build()?;
     let provider = SdkTracerProvider::builder()
         .with_span_processor(BatchSpanProcessor::builder(exporter).build())
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-            settings.sample_ratio,
-        ))))
+        .with_sampler(OperatorSampler {
+            ratio: settings.sample_ratio,
+            follow_client: settings.follow_client_sampled,
+        })
         .with_resource(
             Resource::builder()
                 .with_service_name(settings.service_name.clone())
@@ -184,9 +243,19 @@ impl Injector for HeaderCarrier<'_> {
     }
 }
 
-/// A context whose span context is valid, or `None`.
+/// A client's context if its span context is valid, without its
+/// `tracestate`: that is the client's text, and it never leaves the host.
 fn valid(cx: Context) -> Option<Context> {
-    cx.span().span_context().is_valid().then_some(cx)
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        Context::new().with_remote_span_context(SpanContext::new(
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags(),
+            true,
+            TraceState::default(),
+        ))
+    })
 }
 
 /// The remote parent named by `params._meta`, else by the HTTP headers the
@@ -228,6 +297,8 @@ pub fn inject(span: &tracing::Span, headers: &mut HeaderMap) {
     headers.remove("traceparent");
     headers.remove("tracestate");
     TraceContextPropagator::new().inject_context(&span.context(), &mut HeaderCarrier(headers));
+    // Ours is always empty; a client's never gets this far (`valid`).
+    headers.remove("tracestate");
 }
 
 #[cfg(test)]
@@ -348,7 +419,8 @@ mod tests {
                 .trace_state()
                 .header()
         };
-        assert_eq!(state(MAX_TRACESTATE_BYTES).len(), MAX_TRACESTATE_BYTES);
+        // A client's tracestate is never kept, whatever its length.
+        assert_eq!(state(10), "");
         assert_eq!(state(MAX_TRACESTATE_BYTES + 1), "");
         let mut headers = HeaderMap::new();
         headers.insert("traceparent", tp.parse().unwrap());

@@ -6,8 +6,10 @@
 
 use super::lookups::Lookups;
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
-use crate::config::{Config, IntrospectionConfig};
+use crate::auth::AuthSetupError;
+use crate::config::{Config, IntrospectionConfig, MAX_INTROSPECTION_RESPONSE_BYTES, Secret};
 use serde_json::{Map, Value};
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// Tokens without `exp` are re-introspected after this long.
@@ -16,7 +18,7 @@ const DEFAULT_CACHE_S: u64 = 60;
 pub struct Introspector {
     endpoint: String,
     client_id: String,
-    client_secret: String,
+    client_secret: Secret,
     timeout: Duration,
     issuer: Option<String>,
     audience: String,
@@ -33,36 +35,45 @@ impl Introspector {
         c: &IntrospectionConfig,
         config: &Config,
         resource: &str,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, AuthSetupError> {
         Ok(Self {
             endpoint: c.endpoint.clone(),
             client_id: c.client_id.clone(),
-            client_secret: c.client_secret.clone(),
+            // `Config::load` reads it from whichever form was given.
+            client_secret: c
+                .client_secret
+                .clone()
+                .ok_or(AuthSetupError::ClientSecretNotLoaded)?,
             timeout: Duration::from_millis(c.timeout_ms),
             issuer: c.issuer.clone(),
             audience: resource.to_owned(),
             audiences: super::accepted_audiences(resource, config),
             subject_claim: config.auth.subject_claim.clone(),
             scope_claims: config.auth.scope_claims.clone(),
-            client: crate::http_client::client()?,
+            client: crate::http_client::client().map_err(AuthSetupError::IntrospectionClient)?,
             lookups: Lookups::new(
                 c.max_concurrent,
                 Duration::from_secs(c.negative_cache_s),
                 c.negative_cache_entries,
                 Duration::from_millis(c.timeout_ms),
-            ),
+            )
+            .with_per_peer(c.max_concurrent_per_peer),
         })
     }
 
-    pub async fn verify(&self, token: &str) -> Result<Verified, VerifyError> {
-        self.lookups.verify(token, || self.introspect(token)).await
+    /// `peer`: who presented it (`None`: the stdio client), whose share of
+    /// the lookups it takes (`lookups.rs`).
+    pub async fn verify(&self, token: &str, peer: Option<IpAddr>) -> Result<Verified, VerifyError> {
+        self.lookups
+            .verify(token, peer, || self.introspect(token))
+            .await
     }
 
     async fn introspect(&self, token: &str) -> Result<Verified, VerifyError> {
         let resp = self
             .client
             .post(&self.endpoint)
-            .basic_auth(&self.client_id, Some(&self.client_secret))
+            .basic_auth(&self.client_id, Some(self.client_secret.expose()))
             .form(&[("token", token), ("token_type_hint", "access_token")])
             .timeout(self.timeout)
             .send()
@@ -74,9 +85,10 @@ impl Introspector {
                 resp.status()
             )));
         }
-        let claims: Map<String, Value> = resp
-            .json()
+        let body = crate::http_client::read_capped(resp, MAX_INTROSPECTION_RESPONSE_BYTES)
             .await
+            .map_err(|e| VerifyError::Unavailable(format!("introspection response: {e}")))?;
+        let claims: Map<String, Value> = serde_json::from_slice(&body)
             .map_err(|e| VerifyError::Unavailable(format!("introspection response: {e}")))?;
         if claims.get("active") != Some(&Value::Bool(true)) {
             return Err(VerifyError::Invalid("inactive token".into()));

@@ -109,7 +109,10 @@ pub enum JwksError {
         problem: JwksProblem,
     },
     #[error("fetching the JWKS from {url}: {source}")]
-    Fetch { url: String, source: reqwest::Error },
+    Fetch {
+        url: String,
+        source: crate::http_client::FetchError,
+    },
     #[error("the JWKS at {url}: {problem}")]
     UrlInvalid { url: String, problem: JwksProblem },
     #[error("building the HTTP client: {0}")]
@@ -127,8 +130,8 @@ pub enum JwksProblem {
     NoSigningKey,
 }
 
-fn parse_jwks(text: &str) -> Result<KeySet, JwksProblem> {
-    let set: JwkSet = serde_json::from_str(text)?;
+fn parse_jwks(text: &[u8]) -> Result<KeySet, JwksProblem> {
+    let set: JwkSet = serde_json::from_slice(text)?;
     let mut keys = HashMap::new();
     let mut described: Vec<String> = Vec::new();
     for jwk in &set.keys {
@@ -163,18 +166,19 @@ fn parse_jwks(text: &str) -> Result<KeySet, JwksProblem> {
     })
 }
 
+/// The JWKS at `url`, at most `MAX_JWKS_BYTES` (the timeout covers the body).
 async fn fetch(
     client: &reqwest::Client,
     url: &str,
     timeout: Duration,
-) -> Result<String, reqwest::Error> {
+) -> Result<Vec<u8>, crate::http_client::FetchError> {
     let resp = client
         .get(url)
         .timeout(timeout)
         .send()
         .await?
         .error_for_status()?;
-    resp.text().await
+    crate::http_client::read_capped(resp, crate::config::MAX_JWKS_BYTES).await
 }
 
 impl KeyStore {
@@ -183,7 +187,7 @@ impl KeyStore {
         let url = match &jwt.jwks {
             JwksSource::Url(url) => url.clone(),
             JwksSource::File(file) => {
-                let text = std::fs::read_to_string(file).map_err(|source| JwksError::Read {
+                let text = std::fs::read(file).map_err(|source| JwksError::Read {
                     path: file.clone(),
                     source,
                 })?;
@@ -288,7 +292,9 @@ fn spawn_schedule(store: std::sync::Weak<KeyStore>, interval: Duration) {
             if let Err(VerifyError::Unavailable(e) | VerifyError::Invalid(e)) =
                 store.refetch(r).await
             {
-                tracing::warn!(url = %r.url, "scheduled {e}; keeping the keys in force");
+                // The reason quotes the authorization server's answer.
+                let e = crate::guest_text::GuestText::new(&e);
+                tracing::warn!(url = %r.url, error = ?e, "scheduled JWKS refresh failed; keeping the keys in force");
             }
         }
     });

@@ -8,7 +8,12 @@
 //! - a short, bounded negative cache: a token found inactive is refused
 //!   without a call for `negative_ttl`;
 //! - at most `max_concurrent` lookups in flight in all; the others wait, at
-//!   most `wait`, then get "unavailable".
+//!   most `wait`, then get "unavailable";
+//! - at most a quarter of them (at least 1) for one peer (an IPv4 address,
+//!   an IPv6 /64, or the stdio client): each distinct random token costs a
+//!   lookup, so without this one client sending random tokens held every
+//!   permit and a real new token from anyone else waited out `wait` (issue
+//!   48). A peer over its share waits for its own lookups, not for others'.
 //!
 //! Active tokens are remembered by the token cache one layer up.
 
@@ -16,6 +21,7 @@ use super::{Verified, VerifyError};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{OnceCell, Semaphore};
@@ -27,7 +33,66 @@ pub struct Lookups {
     in_flight: Mutex<HashMap<Hash, Arc<OnceCell<Outcome>>>>,
     negative: Mutex<NegativeCache>,
     permits: Semaphore,
+    /// Each peer's own permits, with how many requests use them; a peer
+    /// is forgotten when none does (the map holds only peers with a
+    /// request in here, so the connection caps bound it).
+    peers: Mutex<HashMap<PeerKey, (Arc<Semaphore>, usize)>>,
+    per_peer: usize,
     wait: Duration,
+}
+
+/// Whose share a lookup takes: an IPv4 address, an IPv6 /64 (one host
+/// usually holds a whole /64), or the one local (stdio) client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum PeerKey {
+    V4(std::net::Ipv4Addr),
+    V6Prefix(u64),
+    Local,
+}
+
+impl PeerKey {
+    fn of(peer: Option<IpAddr>) -> Self {
+        match peer.map(|p| p.to_canonical()) {
+            None => PeerKey::Local,
+            Some(IpAddr::V4(a)) => PeerKey::V4(a),
+            Some(IpAddr::V6(a)) => PeerKey::V6Prefix((u128::from(a) >> 64) as u64),
+        }
+    }
+}
+
+/// One request's use of its peer's permits; forgets the peer with the last.
+struct PeerUse<'a> {
+    lookups: &'a Lookups,
+    key: PeerKey,
+    permits: Arc<Semaphore>,
+}
+
+impl<'a> PeerUse<'a> {
+    fn enter(lookups: &'a Lookups, key: PeerKey) -> Self {
+        let mut peers = lookups.peers.lock().unwrap();
+        let entry = peers
+            .entry(key)
+            .or_insert_with(|| (Arc::new(Semaphore::new(lookups.per_peer)), 0));
+        entry.1 += 1;
+        let permits = entry.0.clone();
+        Self {
+            lookups,
+            key,
+            permits,
+        }
+    }
+}
+
+impl Drop for PeerUse<'_> {
+    fn drop(&mut self) {
+        let mut peers = self.lookups.peers.lock().unwrap();
+        if let Some(entry) = peers.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                peers.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl Lookups {
@@ -38,16 +103,29 @@ impl Lookups {
         negative_entries: usize,
         wait: Duration,
     ) -> Self {
+        let max_concurrent = max_concurrent.max(1);
         Self {
             in_flight: Mutex::new(HashMap::new()),
             negative: Mutex::new(NegativeCache::new(negative_entries, negative_ttl)),
-            permits: Semaphore::new(max_concurrent.max(1)),
+            permits: Semaphore::new(max_concurrent),
+            peers: Mutex::new(HashMap::new()),
+            per_peer: (max_concurrent / 4).max(1),
             wait,
         }
     }
 
-    /// Verify `token`, calling `lookup` only if no answer is cached or in flight.
-    pub async fn verify<F, Fut>(&self, token: &str, lookup: F) -> Outcome
+    /// One peer's share of the lookups in flight, instead of a quarter
+    /// (`None`: keep that), at least 1 and at most all of them.
+    pub fn with_per_peer(mut self, per_peer: Option<usize>) -> Self {
+        if let Some(n) = per_peer {
+            self.per_peer = n.clamp(1, self.permits.available_permits().max(1));
+        }
+        self
+    }
+
+    /// Verify `token` presented by `peer` (`None`: the stdio client),
+    /// calling `lookup` only if no answer is cached or in flight.
+    pub async fn verify<F, Fut>(&self, token: &str, peer: Option<IpAddr>, lookup: F) -> Outcome
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Outcome>,
@@ -65,8 +143,14 @@ impl Lookups {
             .clone();
         let outcome = cell
             .get_or_init(|| async {
-                let Ok(_permit) = tokio::time::timeout(self.wait, self.permits.acquire()).await
-                else {
+                // The peer's own share first, then one of all: both within `wait`.
+                let peer = PeerUse::enter(self, PeerKey::of(peer));
+                let permits = async {
+                    let own = peer.permits.acquire().await;
+                    let all = self.permits.acquire().await;
+                    (own, all)
+                };
+                let Ok(_permits) = tokio::time::timeout(self.wait, permits).await else {
                     return Err(VerifyError::Unavailable(
                         "too many token lookups in flight".into(),
                     ));
@@ -197,7 +281,9 @@ mod tests {
             .into_iter()
             .map(|t| {
                 let (l, c) = (l.clone(), c.clone());
-                tokio::spawn(async move { l.verify(&t, || c.lookup(t.clone())).await.is_ok() })
+                tokio::spawn(
+                    async move { l.verify(&t, None, || c.lookup(t.clone())).await.is_ok() },
+                )
             })
             .collect();
         let mut ok = 0;
@@ -233,6 +319,81 @@ mod tests {
             l.in_flight.lock().unwrap().is_empty(),
             "nothing left in flight"
         );
+    }
+
+    /// Issue 48: 200 random tokens a second from one peer, each a slow
+    /// lookup, must not make a real new token from another peer wait out
+    /// `wait` (with one pool of 8 permits it queued behind ~50 of them).
+    /// Bounded: 200 tokens over one second, each lookup 400 ms.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn random_tokens_from_one_peer_do_not_starve_a_real_token() {
+        let l = Arc::new(Lookups::new(
+            8,
+            Duration::from_secs(60),
+            1000,
+            Duration::from_secs(1),
+        ));
+        let slow = |good: bool| async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            if good {
+                Ok(verified())
+            } else {
+                Err(VerifyError::Invalid("inactive".into()))
+            }
+        };
+        let attacker: IpAddr = "192.0.2.1".parse().unwrap();
+        let flood = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                let mut tasks = Vec::new();
+                for i in 0..200 {
+                    let l = l.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let token = format!("random-{i}-{}", rand::random::<u64>());
+                        l.verify(&token, Some(attacker), || slow(false)).await
+                    }));
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                for t in tasks {
+                    assert!(t.await.unwrap().is_err());
+                }
+            })
+        };
+        // The flood is under way: dozens of lookups queued.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let client: IpAddr = "2001:db8::1".parse().unwrap();
+        let r = l.verify("good-token", Some(client), || slow(true)).await;
+        assert!(r.is_ok(), "a real token from another peer: {r:?}");
+        flood.await.unwrap();
+        assert!(l.peers.lock().unwrap().is_empty(), "peers forgotten");
+    }
+
+    #[test]
+    fn a_peers_share_is_a_quarter_unless_configured() {
+        let share = |per_peer| {
+            Lookups::new(8, Duration::from_secs(1), 1, Duration::from_secs(1))
+                .with_per_peer(per_peer)
+                .per_peer
+        };
+        assert_eq!(share(None), 2);
+        assert_eq!(share(Some(0)), 1);
+        assert_eq!(share(Some(5)), 5);
+        assert_eq!(share(Some(100)), 8, "at most all of them");
+    }
+
+    #[test]
+    fn an_ipv6_peer_is_its_64() {
+        let a = PeerKey::of(Some("2001:db8:0:1::1".parse().unwrap()));
+        assert_eq!(
+            a,
+            PeerKey::of(Some("2001:db8:0:1:ffff::9".parse().unwrap()))
+        );
+        assert_ne!(a, PeerKey::of(Some("2001:db8:0:2::1".parse().unwrap())));
+        assert_eq!(
+            PeerKey::of(Some("::ffff:192.0.2.1".parse().unwrap())),
+            PeerKey::of(Some("192.0.2.1".parse().unwrap()))
+        );
+        assert_eq!(PeerKey::of(None), PeerKey::Local);
     }
 
     #[test]

@@ -44,6 +44,13 @@ pub enum Credentials {
 
 impl Credentials {
     pub async fn load(config: &Config) -> Result<Self, AuthSetupError> {
+        if config.auth.allow_plain_http {
+            tracing::warn!(
+                "auth.allow_plain_http = true: the JWKS URL and the introspection endpoint may be \
+                 plain http to any host; anyone on the path can read bearer tokens and the client \
+                 secret, or swap the keys"
+            );
+        }
         Ok(match &config.auth.method {
             AuthMethod::None => Credentials::None,
             AuthMethod::Dev => Credentials::Dev(dev::load_or_create_secret(&config.state_dir)?),
@@ -71,17 +78,22 @@ impl Verifier {
             Credentials::Jwt(store, jwt) => {
                 Verifier::Jwt(jwt::JwtVerifier::from_config(store, &jwt, config, resource))
             }
-            Credentials::Introspection(i) => Verifier::Introspection(
-                introspection::Introspector::new(&i, config, resource)
-                    .map_err(AuthSetupError::IntrospectionClient)?,
-            ),
+            Credentials::Introspection(i) => {
+                Verifier::Introspection(introspection::Introspector::new(&i, config, resource)?)
+            }
         }))
     }
 
-    pub async fn verify(&self, token: &str) -> Result<Verified, VerifyError> {
+    /// `peer`: the address the token came from (`None`: stdio), for the
+    /// per-peer bounds on outbound lookups.
+    pub async fn verify(
+        &self,
+        token: &str,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<Verified, VerifyError> {
         match self {
             Verifier::Dev(v) | Verifier::Jwt(v) => v.verify(token).await,
-            Verifier::Introspection(v) => v.verify(token).await,
+            Verifier::Introspection(v) => v.verify(token, peer).await,
         }
     }
 

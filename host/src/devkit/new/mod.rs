@@ -15,6 +15,7 @@
 
 pub mod files;
 pub mod name;
+mod write;
 
 pub use name::{Name, NameError};
 
@@ -91,6 +92,16 @@ pub enum NewError {
     Name(#[from] NameError),
     #[error("{} exists and is not empty: choose another --dir or NAME", .0.display())]
     NotEmpty(PathBuf),
+    #[error(
+        "{} is a symbolic link or not a directory: give the path of a directory (new or empty) itself",
+        .0.display()
+    )]
+    NotADirectory(PathBuf),
+    #[error(
+        "{}: something appeared there while the project was being written (planted by another user of the directory?); nothing was written through it: remove the project directory and run again where only you can write",
+        .0.display()
+    )]
+    Planted(PathBuf),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -139,31 +150,36 @@ fn fill(template: &str, lang: Lang, name: &Name) -> String {
 /// Scaffold `name` in `lang` into `dir` (default: `./NAME`), which must not
 /// exist or be empty.
 pub fn create(name: &str, lang: Lang, dir: Option<&Path>) -> Result<Created, NewError> {
+    create_with(name, lang, dir, |_| {})
+}
+
+/// `create`, calling `before_writing` between the emptiness check and the
+/// first write: the window in which another user of a shared directory
+/// could plant a link (the tests plant one there).
+///
+/// Nothing is written through a link planted there or anywhere below:
+/// every file is opened relative to a descriptor of its directory with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW`, every subdirectory is made by this
+/// call (`mkdirat`; one that already exists was planted) and opened with
+/// `O_NOFOLLOW | O_DIRECTORY`, and the project directory itself must not be
+/// a symbolic link. Anything in the way is an error naming it.
+fn create_with(
+    name: &str,
+    lang: Lang,
+    dir: Option<&Path>,
+    before_writing: impl FnOnce(&Path),
+) -> Result<Created, NewError> {
     let name = Name::parse(name)?;
     let dir = dir.map_or_else(|| PathBuf::from(name.as_str()), Path::to_owned);
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| NewError::Io { path, source }
-    };
-    match std::fs::read_dir(&dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(NewError::NotEmpty(dir));
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(&dir)(e)),
-    }
+    let root = write::open_project_dir(&dir)?;
+    before_writing(&dir);
+    let mut tree = write::Tree::new(&dir, root);
     for file in files::of(lang) {
-        let path = dir.join(file.path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
-        }
         let contents = match file.kind {
             files::Kind::Template => fill(file.contents, lang, &name),
             files::Kind::Verbatim => file.contents.to_owned(),
         };
-        std::fs::write(&path, contents).map_err(io(&path))?;
+        tree.create_file(file.path, contents.as_bytes())?;
     }
     Ok(Created { dir, lang, name })
 }
@@ -247,9 +263,89 @@ mod tests {
             }
             let created = create("notes", lang, Some(&target)).unwrap();
             for file in files::of(lang) {
-                assert!(target.join(file.path).is_file(), "{}", file.path);
+                let expected = match file.kind {
+                    files::Kind::Template => fill(file.contents, lang, &created.name),
+                    files::Kind::Verbatim => file.contents.to_owned(),
+                };
+                assert_eq!(
+                    std::fs::read_to_string(target.join(file.path)).unwrap(),
+                    expected,
+                    "{}",
+                    file.path
+                );
             }
             assert!(created.summary().contains("notes"));
         }
+    }
+
+    /// The attack: in a directory another user can write (`/tmp/p`), a link
+    /// planted after the emptiness check and before the writes, where a
+    /// file will go, made `fs::write` overwrite the link's target. Now the
+    /// file is created `O_EXCL | O_NOFOLLOW`: an error naming it, the
+    /// target untouched.
+    #[test]
+    fn a_link_planted_after_the_emptiness_check_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "precious").unwrap();
+        let target = dir.path().join("p");
+        std::fs::create_dir(&target).unwrap();
+        let planted = create_with("notes", Lang::Python, Some(&target), |d| {
+            std::os::unix::fs::symlink(&victim, d.join("README.md")).unwrap();
+        });
+        match planted {
+            Err(e @ NewError::Planted(_)) => {
+                assert!(e.to_string().contains("README.md"), "{e}")
+            }
+            other => panic!("expected a planted-link error, got {other:?}"),
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A dangling link (the target does not exist yet) is not followed
+        // either: nothing is created at its target.
+        let target = dir.path().join("q");
+        let made = dir.path().join("made-by-link");
+        let planted = create_with("notes", Lang::Rust, Some(&target), |d| {
+            std::os::unix::fs::symlink(&made, d.join("README.md")).unwrap();
+        });
+        assert!(matches!(planted, Err(NewError::Planted(_))), "{planted:?}");
+        assert!(!made.exists());
+    }
+
+    /// The same with a link where one of the tool's own subdirectories will
+    /// go: `create_dir_all` followed it and the file went into the link's
+    /// target. Now the subdirectory must be made by the tool (`mkdirat`).
+    #[test]
+    fn a_link_planted_for_a_subdirectory_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        for lang in ALL {
+            let target = dir.path().join(format!("p-{lang:?}"));
+            let planted = create_with("notes", lang, Some(&target), |d| {
+                std::os::unix::fs::symlink(&outside, d.join("wit")).unwrap();
+            });
+            match planted {
+                Err(e @ NewError::Planted(_)) => assert!(e.to_string().contains("wit"), "{e}"),
+                other => panic!("{lang:?}: expected a planted-link error, got {other:?}"),
+            }
+            assert_eq!(
+                std::fs::read_dir(&outside).unwrap().count(),
+                0,
+                "{lang:?}: nothing written into the link's target"
+            );
+        }
+    }
+
+    /// The project directory itself given as a link: refused, not followed.
+    #[test]
+    fn a_project_directory_that_is_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = create("notes", Lang::Rust, Some(&link)).unwrap_err();
+        assert!(matches!(e, NewError::NotADirectory(_)), "{e:?}");
+        assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
     }
 }

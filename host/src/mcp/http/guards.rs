@@ -5,6 +5,7 @@
 //! and arrival time (408), which `body` checks.
 
 use super::{HttpResponse, text};
+use crate::guest_text::GuestText;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 
@@ -91,7 +92,10 @@ pub fn origin_and_host(o: &Origins, headers: &HeaderMap) -> Result<(), Rejection
         o.allowed_hosts.is_empty() || configured
     };
     if !host_ok {
-        return Err(Rejection::OriginOrHost(format!("Host {host:?}")));
+        return Err(Rejection::OriginOrHost(format!(
+            "Host {:?}",
+            GuestText::new(host)
+        )));
     }
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
@@ -113,7 +117,10 @@ pub fn origin_and_host(o: &Origins, headers: &HeaderMap) -> Result<(), Rejection
     if allowed {
         Ok(())
     } else {
-        Err(Rejection::OriginOrHost(format!("Origin {origin:?}")))
+        Err(Rejection::OriginOrHost(format!(
+            "Origin {:?}",
+            GuestText::new(origin)
+        )))
     }
 }
 

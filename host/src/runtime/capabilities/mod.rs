@@ -14,14 +14,18 @@
 //! [`capabilities!`] list below. Nothing is reachable without a grant.
 
 pub mod config;
+pub mod handles;
 pub mod http;
 pub mod sql;
 mod view;
 pub mod wasi;
 
 #[cfg(test)]
+pub(crate) mod checklist;
+#[cfg(test)]
 pub(crate) mod harness;
 
+pub use handles::HandleLimits;
 pub use view::{CallView, ViewOf};
 
 use super::host_state::HostState;
@@ -41,6 +45,8 @@ pub struct CallInfo {
     /// The request's id, as its log lines, metrics and traces carry it.
     pub request_id: Arc<str>,
     pub deadline: Instant,
+    /// The source's per-call handle bounds (`[handles]` of its manifest).
+    pub handles: HandleLimits,
 }
 
 /// One capability: configured once at startup, granted per source, fresh
@@ -117,12 +123,21 @@ macro_rules! capabilities {
         #[derive(Clone, Debug, Default)]
         pub struct SourceCapabilities {
             $(pub $field: <$ty as Capability>::Grant,)*
+            /// The per-call handle bounds every capability keeps.
+            pub handles: HandleLimits,
         }
 
         /// The per-call state of every capability.
         pub struct CallCapabilities {
             $(pub $field: <$ty as Capability>::Call,)*
+            /// The call's handle bounds (the resource table's is applied
+            /// by `HostState`).
+            pub handles: HandleLimits,
         }
+
+        /// Every registered capability's `NAME` (the isolation checklist's
+        /// subjects, `checklist.rs`).
+        pub const REGISTERED: &[&str] = &[$(<$ty>::NAME),*];
 
         impl ServerCapabilities {
             pub fn new(config: &Config) -> Result<Self, CapabilityError> {
@@ -142,6 +157,7 @@ macro_rules! capabilities {
                         capability: <$ty>::NAME,
                         source: Box::new(e),
                     })?,)*
+                    handles: manifest.handles,
                 })
             }
         }
@@ -158,12 +174,14 @@ macro_rules! capabilities {
                     source: source.clone(),
                     request_id: request_id.clone(),
                     deadline,
+                    handles: self.handles,
                 };
                 Ok(CallCapabilities {
                     $($field: <$ty>::call(&self.$field, &info).map_err(|e| CallSetupError {
                         capability: <$ty>::NAME,
                         source: Box::new(e),
                     })?,)*
+                    handles: self.handles,
                 })
             }
         }

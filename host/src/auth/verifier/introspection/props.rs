@@ -75,7 +75,7 @@ fn introspect(status: u16, body: Vec<u8>) -> Result<Verified, VerifyError> {
     // (`lookups.rs`), and each case is its own answer.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    RUNTIME.block_on(introspector.verify(&format!("some-token-{n}")))
+    RUNTIME.block_on(introspector.verify(&format!("some-token-{n}"), None))
 }
 
 fn active() -> Map<String, Value> {

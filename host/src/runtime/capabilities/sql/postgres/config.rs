@@ -1,7 +1,8 @@
 //! `[databases.LABEL]` with `engine = "postgres"`: where the server is, how
 //! to reach it (TLS), and how many connections each source may hold.
 
-use crate::config::{DEFAULT_PG_POOL_SIZE, PG_CONNECT_TIMEOUT};
+use crate::config::secret::{Forms, SecretError};
+use crate::config::{DEFAULT_PG_POOL_SIZE, PG_CONNECT_TIMEOUT, Secret};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,12 +13,18 @@ use std::sync::Arc;
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
     /// `postgres://user:password@host:port/dbname?...` (libpq's URL form).
-    /// Either this or the separate keys below. Never logged.
-    pub url: Option<String>,
+    /// Either this or the separate keys below. A secret: also
+    /// `url_file`/`url_env` (`config/secret.rs`), never logged.
+    pub url: Option<Secret>,
+    pub url_file: Option<PathBuf>,
+    pub url_env: Option<String>,
     pub host: Option<String>,
     pub port: Option<u16>,
     pub user: Option<String>,
-    pub password: Option<String>,
+    /// A secret: also `password_file`/`password_env`.
+    pub password: Option<Secret>,
+    pub password_file: Option<PathBuf>,
+    pub password_env: Option<String>,
     pub dbname: Option<String>,
     /// `"require"` (the default): TLS with certificate and name checks;
     /// `"disable"`: plain TCP (a database on the same host or network).
@@ -80,6 +87,26 @@ pub struct Resolved {
 }
 
 impl PostgresConfig {
+    /// Read `url` and `password` from whichever of their forms was given
+    /// (`key` is the section's, `databases.LABEL`; files relative to `base`).
+    pub fn load_secrets(&mut self, key: &str, base: &Path) -> Result<(), SecretError> {
+        self.url = Forms {
+            key: &format!("{key}.url"),
+            inline: self.url.take(),
+            file: self.url_file.take(),
+            env: self.url_env.take(),
+        }
+        .load(base, false)?;
+        self.password = Forms {
+            key: &format!("{key}.password"),
+            inline: self.password.take(),
+            file: self.password_file.take(),
+            env: self.password_env.take(),
+        }
+        .load(base, false)?;
+        Ok(())
+    }
+
     /// Check the section and build the driver's config (`ca_file` is
     /// already relative to the server config's folder: `Config::load`).
     pub fn resolve(&self) -> Result<Resolved, PostgresConfigError> {
@@ -94,6 +121,7 @@ impl PostgresConfig {
         let mut pg = match (&self.url, params) {
             (Some(_), true) => return Err(PostgresConfigError::UrlAndParams),
             (Some(url), false) => url
+                .expose()
                 .parse::<tokio_postgres::Config>()
                 .map_err(|_| PostgresConfigError::BadUrl)?,
             (None, _) => {
@@ -107,7 +135,7 @@ impl PostgresConfig {
                     pg.user(user);
                 }
                 if let Some(password) = &self.password {
-                    pg.password(password);
+                    pg.password(password.expose());
                 }
                 if let Some(dbname) = &self.dbname {
                     pg.dbname(dbname);
