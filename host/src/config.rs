@@ -724,6 +724,12 @@ struct AuthFile {
     authorization_servers: Vec<String>,
     /// The claim that holds the user id.
     subject_claim: String,
+    /// The claims scopes arrive in, each a space-separated string (`scope`)
+    /// or an array of strings (`scp`, `roles`); the scopes are their union.
+    scope_claims: Vec<String>,
+    /// More audiences accepted besides `resource` (an identity provider's
+    /// `api://` application URI, say); tokens for any other audience get 401.
+    accepted_audiences: Vec<String>,
     /// Clock skew tolerated on `exp` and `nbf`, in seconds.
     leeway_s: u64,
     /// Tokens longer than this are refused without parsing.
@@ -750,6 +756,8 @@ impl Default for AuthFile {
             resource: None,
             authorization_servers: vec![],
             subject_claim: "sub".into(),
+            scope_claims: vec!["scope".into(), "scp".into()],
+            accepted_audiences: vec![],
             leeway_s: 30,
             max_token_bytes: 8192,
             cache_entries: 10_000,
@@ -778,6 +786,10 @@ pub enum AuthConfigError {
     IntrospectionConcurrency,
     #[error("[auth] authorization_servers must list at least one server")]
     NoAuthorizationServer,
+    #[error("[auth] scope_claims must name at least one claim, and no empty one")]
+    ScopeClaims,
+    #[error("[auth] accepted_audiences must not hold an empty string")]
+    EmptyAudience,
     #[error(
         "{key}: plain http is allowed only to a loopback host (127.0.0.0/8, ::1, localhost): \
          anyone on the path could read the tokens and secrets it carries or swap the keys; \
@@ -836,6 +848,15 @@ pub struct AuthConfig {
     pub authorization_servers: Vec<String>,
     /// Claim that holds the user id.
     pub subject_claim: String,
+    /// Claims whose values are the caller's scopes (a space-separated
+    /// string or an array of strings each), united: `scope` and `scp` by
+    /// default; e.g. `roles` for Entra ID app roles, `permissions` for Auth0 RBAC.
+    pub scope_claims: Vec<String>,
+    /// Audiences accepted besides the resource URL, for providers that
+    /// cannot put the URL in `aud` (an Entra ID `api://` App ID URI or
+    /// client id, an Okta authorization server's audience). The guest
+    /// still sees the resource URL as the audience.
+    pub accepted_audiences: Vec<String>,
     /// Clock skew tolerated on `exp`/`nbf`; at most [`MAX_LEEWAY_S`].
     pub leeway_s: u64,
     /// Tokens longer than this are rejected without parsing.
@@ -921,6 +942,12 @@ impl TryFrom<AuthFile> for AuthConfig {
         {
             return Err(AuthConfigError::NoAuthorizationServer);
         }
+        if f.scope_claims.is_empty() || f.scope_claims.iter().any(String::is_empty) {
+            return Err(AuthConfigError::ScopeClaims);
+        }
+        if f.accepted_audiences.iter().any(String::is_empty) {
+            return Err(AuthConfigError::EmptyAudience);
+        }
         Ok(Self::with_method(method, f))
     }
 }
@@ -934,6 +961,8 @@ impl AuthConfig {
             resource: f.resource,
             authorization_servers: f.authorization_servers,
             subject_claim: f.subject_claim,
+            scope_claims: f.scope_claims,
+            accepted_audiences: f.accepted_audiences,
             leeway_s: f.leeway_s,
             max_token_bytes: f.max_token_bytes,
             cache_entries: f.cache_entries,
@@ -1687,6 +1716,31 @@ mod tests {
             DEFAULT_GUEST_THREADS_FROM_CONNECTIONS
         );
         assert_eq!(c.runtime.standby_instances, DEFAULT_STANDBY_INSTANCES);
+    }
+
+    /// The claim mappings: defaults as before, and no empty claim name or
+    /// audience (an empty `scope_claims` would leave every caller scopeless).
+    #[test]
+    fn claim_mappings_are_checked() {
+        let with = |auth: &str| {
+            parse(&format!(
+                "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = 'dev'\n{auth}"
+            ))
+        };
+        let c = with("").unwrap();
+        assert_eq!(c.auth.scope_claims, ["scope", "scp"]);
+        assert!(c.auth.accepted_audiences.is_empty());
+        let c = with("scope_claims = ['roles']\naccepted_audiences = ['api://x']").unwrap();
+        assert_eq!(c.auth.scope_claims, ["roles"]);
+        assert_eq!(c.auth.accepted_audiences, ["api://x"]);
+        for (bad, reason) in [
+            ("scope_claims = []", "scope_claims must name"),
+            ("scope_claims = ['scp', '']", "scope_claims must name"),
+            ("accepted_audiences = ['']", "accepted_audiences must not"),
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(e.to_string().contains(reason), "{bad}: {e}");
+        }
     }
 
     /// Each mode reads its own table: a mode without it, or a table the mode

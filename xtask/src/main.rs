@@ -363,6 +363,8 @@ fn clients() -> Result {
     npm_install(&root.join("tests/clients/node"))?;
     // checkov, the Kubernetes manifests' linter (tests/deploy.rs).
     venv("deploy-lint", &root.join("deploy/lint/requirements.txt"))?;
+    // The test authorization server (oidc-provider) of tests/oauth_flow.rs.
+    npm_install(&root.join("tests/oauth"))?;
     Ok(())
 }
 

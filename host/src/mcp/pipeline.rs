@@ -168,10 +168,20 @@ async fn authenticate(app: &App, parts: &Parts) -> Result<Caller, Stop> {
 
 async fn post(app: &App, parts: &Parts, body: Body) -> Result<HttpResponse, Stop> {
     let headers = &parts.headers;
-    guards::accept(headers)?;
-    guards::content_type(headers)?;
-    // Who asks decides how much we read: the token comes first.
-    let caller = authenticate(app, parts).await?;
+    let caller = match before_body(app, parts).await {
+        Ok(caller) => caller,
+        // The body stays unread, so the connection ends with this answer:
+        // saying so keeps a client from sending its next request on it (the
+        // SDKs fetch the metadata right after a 401) and finding it closed.
+        Err(stop) => {
+            let mut r = stop.into_response(app);
+            r.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return Ok(r);
+        }
+    };
     let limits = BodyLimits {
         max_bytes: caller::body_limit(app, &caller),
         deadline: app.config.body_timeout(),
@@ -191,6 +201,14 @@ async fn post(app: &App, parts: &Parts, body: Body) -> Result<HttpResponse, Stop
         }
     };
     crate::telemetry::traces::with_headers(headers, answer).await
+}
+
+/// What is checked before the body is read. Who asks decides how much we
+/// read: the token comes first.
+async fn before_body(app: &App, parts: &Parts) -> Result<Caller, Stop> {
+    guards::accept(&parts.headers)?;
+    guards::content_type(&parts.headers)?;
+    authenticate(app, parts).await
 }
 
 /// DELETE ends a legacy session: only for the caller it belongs to.

@@ -1,7 +1,7 @@
 """The Python SDK without a token: it gets the 401, follows the
 WWW-Authenticate resource_metadata to the protected-resource metadata, and
-finds the authorization servers (the OAuth flow itself then fails: there is
-no real authorization server in the test).
+finds the authorization servers (the OAuth flow itself then fails: no
+authorization server here; tests/oauth_flow.rs runs the whole flow against one).
 
 usage: mcp2_auth_probe.py URL
 Prints JSON: requests seen, the metadata URL and the authorization servers.

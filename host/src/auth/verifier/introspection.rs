@@ -22,7 +22,10 @@ pub struct Introspector {
     timeout: Duration,
     issuer: Option<String>,
     audience: String,
+    /// The audience and `[auth] accepted_audiences`: what `aud` may name.
+    audiences: Vec<String>,
     subject_claim: String,
+    scope_claims: Vec<String>,
     client: reqwest::Client,
     lookups: Lookups,
 }
@@ -44,7 +47,9 @@ impl Introspector {
             timeout: Duration::from_millis(c.timeout_ms),
             issuer: c.issuer.clone(),
             audience: resource.to_owned(),
+            audiences: super::accepted_audiences(resource, config),
             subject_claim: config.auth.subject_claim.clone(),
+            scope_claims: config.auth.scope_claims.clone(),
             client: crate::http_client::client().map_err(AuthSetupError::IntrospectionClient)?,
             lookups: Lookups::new(
                 c.max_concurrent,
@@ -101,17 +106,17 @@ impl Introspector {
         {
             return Err(VerifyError::Invalid("wrong issuer".into()));
         }
-        let audience_ok = match claims.get("aud") {
-            Some(Value::String(a)) => a == &self.audience,
-            Some(Value::Array(a)) => a.iter().any(|v| v.as_str() == Some(&self.audience)),
-            _ => false,
-        };
-        if !audience_ok {
+        if !super::audience_matches(claims.get("aud"), &self.audiences) {
             return Err(VerifyError::Invalid(
                 "audience does not name this server".into(),
             ));
         }
-        let principal = principal_from_claims(&claims, &self.subject_claim, &self.audience)?;
+        let principal = principal_from_claims(
+            &claims,
+            &self.subject_claim,
+            &self.scope_claims,
+            &self.audience,
+        )?;
         Ok(Verified {
             principal,
             expires_at: exp.unwrap_or(now + DEFAULT_CACHE_S).min(now + 3600),

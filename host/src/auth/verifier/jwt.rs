@@ -30,7 +30,10 @@ pub struct JwtVerifier {
     store: Arc<KeyStore>,
     issuer: String,
     audience: String,
+    /// The audience and `[auth] accepted_audiences`: what `aud` may name.
+    audiences: Vec<String>,
     subject_claim: String,
+    scope_claims: Vec<String>,
     leeway: u64,
     required_typ: Option<String>,
 }
@@ -309,7 +312,9 @@ impl JwtVerifier {
             store,
             issuer,
             audience: resource.to_owned(),
+            audiences: super::accepted_audiences(resource, config),
             subject_claim: config.auth.subject_claim.clone(),
+            scope_claims: config.auth.scope_claims.clone(),
             leeway: config.auth.leeway_s,
             required_typ,
         }
@@ -391,12 +396,17 @@ impl JwtVerifier {
         validation.leeway = self.leeway;
         validation.validate_nbf = true;
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
+        validation.set_audience(&self.audiences);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
             .map_err(|e| VerifyError::Invalid(format!("{e}")))?;
         let expires_at = data.claims.get("exp").and_then(numeric_date).unwrap_or(0);
-        let principal = principal_from_claims(&data.claims, &self.subject_claim, &self.audience)?;
+        let principal = principal_from_claims(
+            &data.claims,
+            &self.subject_claim,
+            &self.scope_claims,
+            &self.audience,
+        )?;
         Ok(Verified {
             principal,
             expires_at,

@@ -115,10 +115,13 @@ pub fn numeric_date(v: &Value) -> Option<u64> {
 }
 
 /// Build the principal from verified claims: nothing but subject, client id,
-/// scopes and the audience the token was validated for.
+/// scopes and the audience the token was validated for. The scopes are the
+/// union of `scope_claims` (`[auth] scope_claims`; each a space-separated
+/// string or an array of strings).
 pub fn principal_from_claims(
     claims: &Map<String, Value>,
     subject_claim: &str,
+    scope_claims: &[String],
     audience: &str,
 ) -> Result<Principal, VerifyError> {
     let subject = match claims.get(subject_claim) {
@@ -138,31 +141,28 @@ pub fn principal_from_claims(
         .ok_or_else(|| VerifyError::Invalid("no client_id (or azp) claim".into()))?
         .to_owned();
     let mut scopes: Vec<String> = Vec::new();
-    match claims.get("scope") {
-        Some(Value::String(s)) => {
-            scopes.extend(s.split(' ').filter(|s| !s.is_empty()).map(String::from))
-        }
-        Some(Value::Null) | None => {}
-        Some(_) => return Err(VerifyError::Invalid("scope claim is not a string".into())),
-    }
-    match claims.get("scp") {
-        Some(Value::Array(a)) => {
-            for v in a {
-                scopes.push(
-                    v.as_str()
-                        .ok_or_else(|| VerifyError::Invalid("scp has a non-string".into()))?
-                        .to_owned(),
-                );
+    for name in scope_claims {
+        match claims.get(name) {
+            Some(Value::String(s)) => {
+                scopes.extend(s.split(' ').filter(|s| !s.is_empty()).map(String::from))
             }
-        }
-        Some(Value::String(s)) => {
-            scopes.extend(s.split(' ').filter(|s| !s.is_empty()).map(String::from))
-        }
-        Some(Value::Null) | None => {}
-        Some(_) => {
-            return Err(VerifyError::Invalid(
-                "scp claim is neither array nor string".into(),
-            ));
+            Some(Value::Array(a)) => {
+                for v in a {
+                    scopes.push(
+                        v.as_str()
+                            .ok_or_else(|| {
+                                VerifyError::Invalid(format!("claim {name:?} has a non-string"))
+                            })?
+                            .to_owned(),
+                    );
+                }
+            }
+            Some(Value::Null) | None => {}
+            Some(_) => {
+                return Err(VerifyError::Invalid(format!(
+                    "claim {name:?} is neither a string nor an array"
+                )));
+            }
         }
     }
     Ok(Principal::new(
@@ -171,6 +171,25 @@ pub fn principal_from_claims(
         scopes,
         Some(audience.to_owned()),
     ))
+}
+
+/// What a token's `aud` may name: this server's resource URL, and the
+/// operator's `[auth] accepted_audiences`.
+fn accepted_audiences(resource: &str, config: &Config) -> Vec<String> {
+    let mut all = vec![resource.to_owned()];
+    all.extend(config.auth.accepted_audiences.iter().cloned());
+    all
+}
+
+/// Whether a token's `aud` (a string or an array) names one of `accepted`.
+pub fn audience_matches(aud: Option<&Value>, accepted: &[String]) -> bool {
+    match aud {
+        Some(Value::String(a)) => accepted.contains(a),
+        Some(Value::Array(a)) => a
+            .iter()
+            .any(|v| v.as_str().is_some_and(|v| accepted.iter().any(|x| x == v))),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -185,11 +204,48 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    fn default_scope_claims() -> Vec<String> {
+        vec!["scope".into(), "scp".into()]
+    }
+
+    /// Providers that put permissions elsewhere: `roles` (Entra ID app
+    /// roles), `permissions` (Auth0 RBAC), united with `scp`.
+    #[test]
+    fn scopes_come_from_the_configured_claims() {
+        let c = claims(json!({"sub":"a","client_id":"c","scope":"s1","scp":"s2",
+            "roles":["r1","r2"],"permissions":"p1 p2"}));
+        let scopes = |names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+            principal_from_claims(&c, "sub", &names, "r").map(|p| p.scopes)
+        };
+        assert_eq!(scopes(&["scope", "scp"]).unwrap(), vec!["s1", "s2"]);
+        assert_eq!(scopes(&["roles"]).unwrap(), vec!["r1", "r2"]);
+        assert_eq!(
+            scopes(&["scp", "permissions"]).unwrap(),
+            vec!["p1", "p2", "s2"]
+        );
+        let bad = claims(json!({"client_id":"c","roles":[1]}));
+        assert!(principal_from_claims(&bad, "sub", &["roles".into()], "r").is_err());
+        let bad = claims(json!({"client_id":"c","roles":{"a":1}}));
+        assert!(principal_from_claims(&bad, "sub", &["roles".into()], "r").is_err());
+    }
+
+    #[test]
+    fn audiences_match_a_string_or_an_array() {
+        let ok = ["https://r/mcp".to_string(), "api://r".to_string()];
+        assert!(audience_matches(Some(&json!("api://r")), &ok));
+        assert!(audience_matches(Some(&json!(["x", "https://r/mcp"])), &ok));
+        assert!(!audience_matches(Some(&json!("api://other")), &ok));
+        assert!(!audience_matches(Some(&json!([1, "y"])), &ok));
+        assert!(!audience_matches(None, &ok));
+    }
+
     #[test]
     fn principal_holds_only_the_four_fields() {
         let p = principal_from_claims(
             &claims(json!({"sub":"alice","client_id":"app","scope":"b a","email":"x@y","aud":"r"})),
             "sub",
+            &default_scope_claims(),
             "r",
         )
         .unwrap();
@@ -213,19 +269,30 @@ mod tests {
             json!(5),
         ] {
             assert!(
-                principal_from_claims(&claims(json!({"sub":bad,"client_id":"c"})), "sub", "r")
-                    .is_err()
+                principal_from_claims(
+                    &claims(json!({"sub":bad,"client_id":"c"})),
+                    "sub",
+                    &default_scope_claims(),
+                    "r"
+                )
+                .is_err()
             );
         }
         assert!(
-            principal_from_claims(&claims(json!({"client_id":"c"})), "sub", "r")
-                .unwrap()
-                .subject
-                .is_none()
+            principal_from_claims(
+                &claims(json!({"client_id":"c"})),
+                "sub",
+                &default_scope_claims(),
+                "r"
+            )
+            .unwrap()
+            .subject
+            .is_none()
         );
         let p = principal_from_claims(
             &claims(json!({"uid":"u1","azp":"c","scp":["x"]})),
             "uid",
+            &default_scope_claims(),
             "r",
         )
         .unwrap();
@@ -234,7 +301,13 @@ mod tests {
             (Some("u1"), "c", 1)
         );
         assert!(
-            principal_from_claims(&claims(json!({"sub":"a"})), "sub", "r").is_err(),
+            principal_from_claims(
+                &claims(json!({"sub":"a"})),
+                "sub",
+                &default_scope_claims(),
+                "r"
+            )
+            .is_err(),
             "client id required"
         );
     }

@@ -12,7 +12,8 @@ proptest! {
     #[test]
     fn prop_claims_of_any_shape(claims in object_with(CLAIMS, 0.6), subject_claim in prop_oneof![Just("sub"), Just("uid")]) {
         if time_is_up() { return Ok(()); }
-        let result = principal_from_claims(&claims, subject_claim, "https://r.example/mcp");
+        let scope_claims = vec!["scope".to_string(), "scp".to_string()];
+        let result = principal_from_claims(&claims, subject_claim, &scope_claims, "https://r.example/mcp");
         let subject_ok = match claims.get(subject_claim) {
             None | Some(Value::Null) => true,
             Some(Value::String(s)) => valid_subject(s),
@@ -31,7 +32,7 @@ proptest! {
             Err(VerifyError::Unavailable(e)) => prop_assert!(false, "claims checks never say unavailable: {}", e),
         }
         if !subject_ok {
-            prop_assert!(principal_from_claims(&claims, subject_claim, "r").is_err());
+            prop_assert!(principal_from_claims(&claims, subject_claim, &scope_claims, "r").is_err());
         }
     }
 }
