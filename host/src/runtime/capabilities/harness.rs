@@ -115,6 +115,7 @@ impl Harness {
             .for_call(
                 &Arc::from("harness"),
                 &Arc::from("harness-request"),
+                &crate::runtime::CallerKey::new("harness"),
                 deadline,
             )
             .expect("call state");
