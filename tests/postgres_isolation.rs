@@ -68,7 +68,7 @@ async fn a_64_mib_value_or_20_million_empty_rows_keep_the_server_within_the_resu
     pg.add_role("rows_app", support::postgres::DATABASE);
     let url = |role: &str| pg.url_as(role, support::postgres::DATABASE);
     let bound = "max_result_bytes = 1048576";
-    let rows = "max_rows = 4000000000\non_error = \"fail\"";
+    let rows = "max_rows = \"4000000000\"\non_error = \"fail\"";
     let s = server()
         .config(&format!(
             "{}{}{}",
