@@ -984,6 +984,10 @@ pub struct SourceManifest {
     pub config: BTreeMap<String, String>,
     #[serde(default)]
     pub grants: Grants,
+    /// Per-call handle bounds (SQL connections, outbound requests in
+    /// flight, resource-table entries); defaults in `capabilities/handles.rs`.
+    #[serde(default)]
+    pub handles: crate::runtime::capabilities::HandleLimits,
 }
 
 /// Capabilities granted to one source. Nothing is reachable without a grant.

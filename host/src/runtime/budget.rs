@@ -150,4 +150,4 @@ pub(crate) struct DeadlineTrap;
 /// Raised from the resource limiter when the memory cap would be exceeded.
 #[derive(Debug, thiserror::Error)]
 #[error("guest memory cap exceeded")]
-pub(crate) struct MemoryCapTrap;
+pub struct MemoryCapTrap;

@@ -405,7 +405,7 @@ fn arm(store: &mut Store<HostState>, budget: &Budget, fuel_spent: u64) -> Result
 /// fuel and deadline are the call's before any export runs.
 fn bind(
     standby: Standby,
-    mut state: HostState,
+    state: HostState,
     budget: &Budget,
 ) -> Result<Store<HostState>, GuestError> {
     let mut store = standby.store;
@@ -473,7 +473,7 @@ impl Spent {
 
 /// Turn a wasmtime error into the typed reason the call ended.
 fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> GuestError {
-    if store.data().memory.exceeded || err.downcast_ref::<MemoryCapTrap>().is_some() {
+    if store.data().memory.exceeded() || err.downcast_ref::<MemoryCapTrap>().is_some() {
         return GuestError::MemoryCap(budget.memory_bytes);
     }
     if err.downcast_ref::<DeadlineTrap>().is_some() {

@@ -3,6 +3,8 @@
 
 use super::budget::{Budget, MemoryCapTrap};
 use super::capabilities::{CallCapabilities, CallView};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
@@ -24,8 +26,10 @@ impl HostState {
         budget: &Budget,
         cancel: CancellationToken,
     ) -> Self {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(capabilities.handles.table_entries);
         HostState {
-            table: ResourceTable::new(),
+            table,
             memory: MemoryAccount::new(budget.memory_bytes),
             capabilities,
             deadline: budget.deadline,
@@ -48,37 +52,74 @@ impl HostState {
     }
 }
 /// Counts every byte of linear memory the instance grows, plus host-side
-/// buffers made on its behalf (e.g. SQLite rows), against one cap.
+/// buffers made on its behalf (e.g. SQLite rows, outbound request bodies),
+/// against one cap. [`MemoryAccount::share`] hands the same account to work
+/// that runs off the store (an outbound request's task): what it charges
+/// and releases is the call's.
 #[derive(Debug)]
 pub struct MemoryAccount {
     cap: u64,
-    used: u64,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    used: AtomicU64,
     /// Set when a growth or charge was refused: the call's failure is then
     /// reported as a memory-cap failure whatever the guest did next.
-    pub(crate) exceeded: bool,
+    exceeded: AtomicBool,
 }
 
 impl MemoryAccount {
     pub fn new(cap: u64) -> Self {
         Self {
             cap,
-            used: 0,
-            exceeded: false,
+            shared: Arc::default(),
+        }
+    }
+
+    /// The same account, for work that runs off the call's store.
+    pub fn share(&self) -> Self {
+        Self {
+            cap: self.cap,
+            shared: self.shared.clone(),
         }
     }
 
     /// Charge host-side bytes made for the guest; refused past the cap.
-    pub fn charge(&mut self, bytes: u64) -> Result<(), MemoryCapTrap> {
-        if self.used.saturating_add(bytes) > self.cap {
-            self.exceeded = true;
+    pub fn charge(&self, bytes: u64) -> Result<(), MemoryCapTrap> {
+        let cap = self.cap;
+        let charged = self
+            .shared
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&total| total <= cap)
+            });
+        if charged.is_err() {
+            self.shared.exceeded.store(true, Ordering::Release);
             return Err(MemoryCapTrap);
         }
-        self.used += bytes;
         Ok(())
     }
 
+    /// Give back bytes charged for a host buffer that is gone (a request
+    /// body once sent).
+    pub fn release(&self, bytes: u64) {
+        let _ = self
+            .shared
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    /// Whether a growth or a charge was refused.
+    pub fn exceeded(&self) -> bool {
+        self.shared.exceeded.load(Ordering::Acquire)
+    }
+
     pub fn used(&self) -> u64 {
-        self.used
+        self.shared.used.load(Ordering::Acquire)
     }
 
     /// The call's whole memory budget.
@@ -87,7 +128,7 @@ impl MemoryAccount {
     }
 
     pub fn remaining(&self) -> u64 {
-        self.cap.saturating_sub(self.used)
+        self.cap.saturating_sub(self.used())
     }
 }
 

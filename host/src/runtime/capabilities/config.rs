@@ -57,6 +57,9 @@ impl Host for CallView<'_, ConfigValues> {
 }
 
 #[cfg(test)]
+pub(crate) mod checklist;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtime::capabilities::harness::{Harness, manifest};

@@ -58,11 +58,17 @@ fn guest() -> &'static (Engine, Component) {
     })
 }
 
-/// The server config every capability is configured from.
+/// The server config every capability is configured from, and the call's
+/// budget, names and cancellation.
 pub struct Harness {
     pub config: Config,
     pub deadline: Duration,
     pub cancel: CancellationToken,
+    /// The call's `memory_bytes`.
+    pub memory_bytes: u64,
+    /// The source's name and the request's id, as log lines carry them.
+    pub source: Arc<str>,
+    pub request_id: Arc<str>,
 }
 
 impl Harness {
@@ -71,6 +77,9 @@ impl Harness {
             config: server_config(config),
             deadline: Duration::from_secs(10),
             cancel: CancellationToken::new(),
+            memory_bytes: MEMORY_BYTES,
+            source: Arc::from("harness"),
+            request_id: Arc::from("harness-request"),
         }
     }
 
@@ -84,6 +93,7 @@ impl Harness {
             config: super::config::SourceConfig
                 .grant(manifest)
                 .expect("config values"),
+            handles: manifest.handles,
             ..Default::default()
         };
         *C::grant_slot(&mut grants) = capability.grant(manifest)?;
@@ -113,18 +123,28 @@ impl Harness {
         let deadline = Instant::now() + self.deadline;
         let capabilities = grants
             .for_call(
-                &Arc::from("harness"),
-                &Arc::from("harness-request"),
+                &self.source,
+                &self.request_id,
                 &crate::runtime::CallerKey::new("harness"),
                 deadline,
             )
             .expect("call state");
+        let captured = capabilities.wasi.output();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(capabilities.handles.table_entries);
         let state = HostState {
-            table: ResourceTable::new(),
-            memory: MemoryAccount::new(MEMORY_BYTES),
+            table,
+            memory: MemoryAccount::new(self.memory_bytes),
             capabilities,
             deadline,
             cancel: self.cancel.clone(),
+        };
+        // What the guest printed goes to the log as the server sends it,
+        // however the call ends.
+        let _forward = Forward {
+            captured,
+            source: &self.source,
+            request_id: &self.request_id,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.memory);
@@ -149,6 +169,31 @@ impl Harness {
         match contents.into_iter().next().map(|c| c.body) {
             Some(ResourceBody::Text(text)) => Ok(text),
             _ => Err(ReadFailure::NoText),
+        }
+    }
+}
+
+/// Forwards a call's captured output to the log when dropped.
+struct Forward<'a> {
+    captured: Option<super::wasi::CapturedOutput>,
+    source: &'a str,
+    request_id: &'a str,
+}
+
+impl Drop for Forward<'_> {
+    fn drop(&mut self) {
+        let Some(captured) = self.captured.take() else {
+            return;
+        };
+        let limiter = crate::runtime::output::OutputLimiter::new();
+        for (stream, pipe) in [("stdout", &captured.stdout), ("stderr", &captured.stderr)] {
+            crate::runtime::output::forward(
+                &limiter,
+                self.source,
+                self.request_id,
+                stream,
+                &pipe.contents(),
+            );
         }
     }
 }

@@ -12,20 +12,25 @@
 //!   checked: the host never follows redirects itself.
 //! - Request bodies are sent whole with their length (the guest finishes the
 //!   body before it waits for the response).
+//! - A call has at most `[handles] http_requests` requests in flight (past
+//!   it: `connection-limit-reached`); each request's buffers and its body
+//!   are charged to the call's memory budget ([`bounds`]).
 //! - Request and response bodies are capped; resolving, connecting and the
 //!   byte timeouts are bounded by the grant's timeout, never past the call's
 //!   deadline; the whole exchange stops with the call (the send runs in a
 //!   task aborted when the call's store is dropped).
 
 pub mod address;
+pub mod bounds;
 pub mod destination;
 pub mod network;
 pub mod send;
 
+use super::handles::HandleCount;
 use super::{CallInfo, CallView, Capability};
 use crate::config::{HttpGrantLimits, SourceManifest};
 use crate::guest_text::GuestText;
-use crate::runtime::host_state::HostState;
+use crate::runtime::host_state::{HostState, MemoryAccount};
 use crate::telemetry::metrics::metrics;
 use crate::telemetry::{spans, traces};
 use http_body_util::BodyExt;
@@ -238,6 +243,10 @@ impl Capability for Http {
                 deadline: call.deadline,
                 source: call.source.clone(),
                 request_id: call.request_id.clone(),
+                in_flight: HandleCount::default(),
+                max_in_flight: call.handles.http_requests,
+                memory: None,
+                refusal_logged: false,
             },
         })
     }
@@ -254,6 +263,9 @@ impl Capability for Http {
 impl WasiHttpView for HostState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         let HttpCall { ctx, hooks } = &mut self.capabilities.http;
+        // The call's memory account, for what its requests hold.
+        let memory = &self.memory;
+        hooks.memory.get_or_insert_with(|| memory.share());
         WasiHttpCtxView {
             ctx,
             table: &mut self.table,
@@ -269,6 +281,13 @@ pub struct EgressHooks {
     pub source: Arc<str>,
     /// The request's id, for the log lines.
     pub request_id: Arc<str>,
+    /// Requests in flight now, at most `max_in_flight`.
+    pub in_flight: HandleCount,
+    pub max_in_flight: usize,
+    /// The call's memory account (set when wasi-http first reaches the call).
+    pub memory: Option<MemoryAccount>,
+    /// One log line per call for requests refused by a bound.
+    pub refusal_logged: bool,
 }
 
 impl EgressHooks {
@@ -318,20 +337,18 @@ async fn exchange(
     request: http::Request<WasiBody>,
     limits: HttpGrantLimits,
     timeouts: send::Timeouts,
+    memory: MemoryAccount,
 ) -> Result<(http::Response<send::IncomingResponseBody>, send::Io), EgressError> {
     let checked = destination::destination(origin, &*network.resolver).await?;
     // The body is sent whole, with its length, never chunked: a backend
     // that answers from the head alone and closes with a chunked body (even
     // an empty one) still unread makes its kernel reset the connection,
     // which can destroy the response in flight (the "connection reset" of
-    // streamed empty bodies).
+    // streamed empty bodies). Kept, it is charged to the call.
     let (parts, body) = request.into_parts();
-    let body = capped(body, limits.max_request_bytes, Error::HttpRequestBodySize)
-        .collect()
+    let (body, _charge) = bounds::collect(body, limits.max_request_bytes, memory)
         .await
-        .map_err(EgressError::Http)?
-        .to_bytes();
-    let body = http_body_util::Full::new(body).map_err(|never| match never {});
+        .map_err(EgressError::Http)?;
     let request = http::Request::from_parts(parts, body);
     send::send(network, origin, &checked, request, timeouts).await
 }
@@ -362,6 +379,32 @@ impl WasiHttpHooks for EgressHooks {
             tracing::warn!(source = %source, request_id = %request_id, uri = ?GuestText::new(&uri.to_string()), "outbound request denied: origin not in the source's http grant");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
+        // A place under the call's bound and its buffers' charge, taken
+        // before anything is resolved, dialed or spawned.
+        let memory = self
+            .memory
+            .as_ref()
+            .map_or_else(|| MemoryAccount::new(0), MemoryAccount::share);
+        let in_flight = self
+            .in_flight
+            .take(self.max_in_flight)
+            .ok_or("in_flight")
+            .and_then(|held| bounds::InFlight::new(held, memory.share()).ok_or("memory"));
+        let in_flight = match in_flight {
+            Ok(in_flight) => in_flight,
+            Err(bound) => {
+                metrics().outbound_denied(&source, bound);
+                if !std::mem::replace(&mut self.refusal_logged, true) {
+                    tracing::warn!(source = %source, request_id = %request_id, max_in_flight = self.max_in_flight, "outbound request refused: the call holds its limit of requests in flight ({bound}); further refusals of this call are not logged");
+                }
+                return Box::new(async move {
+                    Err(match bound {
+                        "memory" => Error::InternalError(Some("memory budget exhausted".into())),
+                        _ => Error::ConnectionLimitReached,
+                    })
+                });
+            }
+        };
         // Called while the guest runs: the current span is its call's. The
         // backend gets this span's context, so its spans join the trace.
         let span = spans::http_request(request.method().as_str(), &origin.host, origin.port);
@@ -372,7 +415,14 @@ impl WasiHttpHooks for EgressHooks {
         Box::new(async move {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let cap = Duration::from_millis(limits.timeout_ms).min(remaining);
-            let exchange = exchange(&network, &origin, request, limits, timeouts(options, cap));
+            let exchange = exchange(
+                &network,
+                &origin,
+                request,
+                limits,
+                timeouts(options, cap),
+                memory,
+            );
             let outcome = tokio::time::timeout(cap, exchange)
                 .await
                 .unwrap_or(Err(EgressError::Timeout(cap)));
@@ -409,6 +459,11 @@ impl WasiHttpHooks for EgressHooks {
                     Error::HttpResponseBodySize,
                 )
             });
+            // The connection's I/O holds the request's place until it ends.
+            let io = async move {
+                let _in_flight = in_flight;
+                io.await
+            };
             Ok((
                 response,
                 Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
@@ -416,6 +471,9 @@ impl WasiHttpHooks for EgressHooks {
         })
     }
 }
+
+#[cfg(test)]
+pub(crate) mod checklist;
 
 #[cfg(test)]
 mod egress_tests;

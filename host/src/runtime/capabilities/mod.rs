@@ -14,14 +14,18 @@
 //! [`capabilities!`] list below. Nothing is reachable without a grant.
 
 pub mod config;
+pub mod handles;
 pub mod http;
 pub mod sql;
 mod view;
 pub mod wasi;
 
 #[cfg(test)]
+pub(crate) mod checklist;
+#[cfg(test)]
 pub(crate) mod harness;
 
+pub use handles::HandleLimits;
 pub use view::{CallView, ViewOf};
 
 use super::host_state::HostState;
@@ -43,6 +47,8 @@ pub struct CallInfo {
     /// Who is calling (a capability's shared pools give each caller a share).
     pub caller: super::CallerKey,
     pub deadline: Instant,
+    /// The source's per-call handle bounds (`[handles]` of its manifest).
+    pub handles: HandleLimits,
 }
 
 /// One capability: configured once at startup, granted per source, fresh
@@ -119,12 +125,21 @@ macro_rules! capabilities {
         #[derive(Clone, Debug, Default)]
         pub struct SourceCapabilities {
             $(pub $field: <$ty as Capability>::Grant,)*
+            /// The per-call handle bounds every capability keeps.
+            pub handles: HandleLimits,
         }
 
         /// The per-call state of every capability.
         pub struct CallCapabilities {
             $(pub $field: <$ty as Capability>::Call,)*
+            /// The call's handle bounds (the resource table's is applied
+            /// by `HostState`).
+            pub handles: HandleLimits,
         }
+
+        /// Every registered capability's `NAME` (the isolation checklist's
+        /// subjects, `checklist.rs`).
+        pub const REGISTERED: &[&str] = &[$(<$ty>::NAME),*];
 
         impl ServerCapabilities {
             pub fn new(config: &Config) -> Result<Self, CapabilityError> {
@@ -144,6 +159,7 @@ macro_rules! capabilities {
                         capability: <$ty>::NAME,
                         source: Box::new(e),
                     })?,)*
+                    handles: manifest.handles,
                 })
             }
         }
@@ -162,12 +178,14 @@ macro_rules! capabilities {
                     request_id: request_id.clone(),
                     caller: caller.clone(),
                     deadline,
+                    handles: self.handles,
                 };
                 Ok(CallCapabilities {
                     $($field: <$ty>::call(&self.$field, &info).map_err(|e| CallSetupError {
                         capability: <$ty>::NAME,
                         source: Box::new(e),
                     })?,)*
+                    handles: self.handles,
                 })
             }
         }

@@ -245,6 +245,9 @@ impl WasiView for HostState {
 }
 
 #[cfg(test)]
+pub(crate) mod checklist;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtime::capabilities::harness::{Harness, manifest};

@@ -161,6 +161,10 @@ fn hooks(origin: &str, resolver: Arc<dyn Resolve>, connector: Arc<dyn Connect>) 
         deadline: Instant::now() + Duration::from_secs(10),
         source: "test".into(),
         request_id: "test".into(),
+        in_flight: Default::default(),
+        max_in_flight: crate::runtime::capabilities::handles::DEFAULT_MAX_HTTP_REQUESTS,
+        memory: Some(crate::runtime::host_state::MemoryAccount::new(64 << 20)),
+        refusal_logged: false,
     }
 }
 

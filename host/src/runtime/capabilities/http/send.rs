@@ -127,7 +127,10 @@ where
     };
     let (mut sender, conn) = tokio::time::timeout(
         timeouts.connect,
-        hyper::client::conn::http1::Builder::new().handshake(TokioIo::new(stream)),
+        hyper::client::conn::http1::Builder::new()
+            // What the call was charged for this request's buffers.
+            .max_buf_size(super::bounds::REQUEST_BUFFER_BYTES)
+            .handshake(TokioIo::new(stream)),
     )
     .await
     .map_err(|_| EgressError::Http(Error::ConnectionTimeout))?

@@ -21,6 +21,9 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// Every engine (the isolation checklist runs once per engine).
+    pub const ALL: [Engine; 2] = [Engine::Sqlite, Engine::Postgres];
+
     /// The name in the config, in logs and in the `engine` metric label.
     pub fn name(self) -> &'static str {
         match self {

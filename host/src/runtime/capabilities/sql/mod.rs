@@ -18,6 +18,7 @@ pub mod sqlite;
 #[cfg(test)]
 mod tests;
 
+use super::handles::{HandleCount, Held};
 use super::{CallInfo, CallView, Capability, ViewOf};
 use crate::config::{Config, SourceManifest};
 use crate::guest_text::GuestText;
@@ -37,7 +38,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
-use wasmtime::component::{Linker, Resource};
+use wasmtime::component::{Linker, Resource, ResourceTableError};
 
 /// The capability: every `[databases.LABEL]` of the server config.
 pub struct Sql {
@@ -120,6 +121,9 @@ impl Capability for Sql {
             caller: call.caller.clone(),
             request_id: call.request_id.clone(),
             engines: EngineCallState::default(),
+            connections: HandleCount::default(),
+            max_connections: call.handles.sql_connections,
+            refusal_logged: false,
         })
     }
 
@@ -230,6 +234,11 @@ pub struct SqlCall {
     caller: crate::runtime::CallerKey,
     request_id: Arc<str>,
     engines: EngineCallState,
+    /// Connections the guest holds now, at most `max_connections`.
+    connections: HandleCount,
+    max_connections: usize,
+    /// One log line per call for refused opens, however many there are.
+    refusal_logged: bool,
 }
 
 /// A connection the guest holds, checked out of its source's pool for one
@@ -237,6 +246,8 @@ pub struct SqlCall {
 pub struct Connection {
     db: Arc<GrantedDatabase>,
     engine: EngineConnection,
+    /// Its place under the call's connection bound.
+    _held: Held,
 }
 
 /// Which statement function ran (a metric label).
@@ -348,6 +359,17 @@ impl HostConnection for CallView<'_, SqlCall> {
             tracing::warn!(database = %GuestText::new(&label), request_id = %self.state.request_id, "guest asked for a database it was not granted");
             return Ok(Err(Error::NotGranted));
         };
+        // Counted before anything is opened: past the bound no descriptor,
+        // no pool checkout, no SQLite share.
+        let Some(held) = self.state.connections.take(self.state.max_connections) else {
+            let max = self.state.max_connections;
+            if !std::mem::replace(&mut self.state.refusal_logged, true) {
+                tracing::warn!(source = %self.state.source, request_id = %self.state.request_id, database = %db.label, max, "guest refused a connection: it holds its call's limit");
+            }
+            return Ok(Err(Error::Failed(format!(
+                "connection limit reached: a call may hold {max} connections"
+            ))));
+        };
         let opened = db
             .pool
             .open(OpenCall {
@@ -361,7 +383,18 @@ impl HostConnection for CallView<'_, SqlCall> {
             })
             .await;
         Ok(match to_guest(opened)? {
-            Ok(engine) => Ok(self.table.push(Connection { db, engine })?),
+            Ok(engine) => match self.table.push(Connection {
+                db,
+                engine,
+                _held: held,
+            }) {
+                Ok(handle) => Ok(handle),
+                // The call's resource table is full (`[handles] table_entries`).
+                Err(ResourceTableError::Full) => Err(Error::Failed(
+                    "handle limit reached: the call's resource table is full".into(),
+                )),
+                Err(e) => return Err(e.into()),
+            },
             Err(e) => Err(e),
         })
     }

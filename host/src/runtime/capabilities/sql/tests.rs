@@ -3,6 +3,7 @@
 
 use super::*;
 
+use crate::runtime::bindings::emseepea::inventory::types::SourceError;
 use crate::runtime::budget::DeadlineTrap;
 use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
 use std::time::Duration;
@@ -152,5 +153,37 @@ fn a_postgres_section_is_checked_at_startup() {
     assert_eq!(
         refused.to_string(),
         "database \"pg\": engine \"postgres\": `url` is not a valid PostgreSQL connection URL"
+    );
+}
+
+/// SQLite names the file in some errors (`unable to open database file:
+/// /srv/...`): the guest gets the grant's label, the log the path.
+#[tokio::test]
+async fn a_sqlite_error_names_the_grant_never_a_host_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("host-only-secret-dir").join("db.sqlite");
+    let harness = Harness::new(&format!(
+        "[databases.main]\nfile = {:?}\n",
+        file.display().to_string()
+    ));
+    let m = script(&["SELECT 1"], true);
+    let (failure, lines) =
+        crate::runtime::capabilities::checklist::logged(harness.read::<Sql>(&m, "hostile://x/1"))
+            .await;
+    let Err(ReadFailure::Source(SourceError::Failed(message))) = failure else {
+        panic!("{failure:?}");
+    };
+    assert!(message.contains("\\\"main\\\""), "{message}");
+    assert!(!message.contains("host-only-secret-dir"), "{message}");
+    assert!(
+        !message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
+    // The operator's log has it.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("cannot be opened") && l.contains("host-only-secret-dir")),
+        "{lines:#?}"
     );
 }

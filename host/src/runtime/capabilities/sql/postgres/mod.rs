@@ -30,6 +30,8 @@
 //!   its remaining time); the guest gets `failed("database unavailable")`,
 //!   the log a line, and `emseepea_database_unavailable_total` a count.
 
+#[cfg(test)]
+pub(crate) mod checklist;
 pub mod config;
 pub mod connect;
 pub mod errors;

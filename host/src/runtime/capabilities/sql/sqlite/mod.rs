@@ -18,6 +18,8 @@
 //!   (`SQLITE_LIMIT_LENGTH`) and raises the process-wide heap limit while
 //!   the call runs.
 
+#[cfg(test)]
+pub(crate) mod checklist;
 mod heap;
 mod policy;
 mod pool;
@@ -68,7 +70,12 @@ impl SqlitePool {
         let conn = tokio::task::spawn_blocking(move || db2.checkout(limits))
             .await
             .map_err(|e| EngineError::Failed(format!("open: {e}")))?
-            .map_err(|e| EngineError::Failed(e.to_string()))?;
+            .map_err(|e| {
+                // The detail (SQLite's message, the file's path) is the
+                // operator's; the guest learns which grant failed, no more.
+                tracing::warn!(source = %call.source, request_id = %call.request_id, database = %db.label, file = %db.config.file.display(), "sqlite database cannot be opened: {e}");
+                EngineError::Failed(format!("database {:?} cannot be opened", db.label))
+            })?;
         Ok(SqliteConnection {
             db,
             limits,
@@ -210,7 +217,7 @@ impl SqliteConnection {
                 guard.0 = None;
                 let (conn, result) = joined.map_err(|e| EngineError::Failed(format!("statement: {e}")))?;
                 self.conn = Some(conn);
-                return result;
+                return result.map_err(|e| self.db.for_guest(e));
             }
             _ = tokio::time::sleep_until(deadline) => EngineError::Deadline,
             _ = call.cancel.cancelled() => EngineError::Interrupted,
@@ -246,6 +253,30 @@ fn map_err(e: rusqlite::Error) -> EngineError {
             _ => EngineError::Failed(e.to_string()),
         },
         _ => EngineError::Failed(e.to_string()),
+    }
+}
+
+impl Database {
+    /// An error as the guest gets it: the database file's path (and its
+    /// directory's) never, the grant's label in their place. SQLite names
+    /// the file in some messages (`unable to open database file: /srv/...`).
+    fn for_guest(&self, e: EngineError) -> EngineError {
+        let EngineError::Failed(mut message) = e else {
+            return e;
+        };
+        let file = self.config.file.to_string_lossy();
+        let dir = self
+            .config
+            .file
+            .parent()
+            .map(|d| d.to_string_lossy().into_owned())
+            .filter(|d| d.len() > 1);
+        for path in std::iter::once(file.into_owned()).chain(dir) {
+            if !path.is_empty() && message.contains(&path) {
+                message = message.replace(&path, &format!("<database {:?}>", self.label));
+            }
+        }
+        EngineError::Failed(message)
     }
 }
 
@@ -333,13 +364,13 @@ mod tests {
         assert_eq!(limits.length, (share / 2) as i32);
         assert_eq!(memory.remaining(), 0);
         assert_eq!(call.take(&mut memory).unwrap(), limits);
-        assert!(!memory.exceeded);
+        assert!(!memory.exceeded());
         // One byte short: refused, and the call is over its memory cap.
         let mut memory = MemoryAccount::new(BUDGET);
         memory.charge(BUDGET - share + 1).unwrap();
         let mut call = CallShare::default();
         assert!(call.take(&mut memory).is_err());
         assert!(call.0.is_none());
-        assert!(memory.exceeded);
+        assert!(memory.exceeded());
     }
 }
