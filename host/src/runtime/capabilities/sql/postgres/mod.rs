@@ -309,7 +309,7 @@ pub async fn verify(label: &str, config: &PostgresConfig) -> Result<(), roles::P
                 Err(Some(p)) => p.reasons.join(", "),
                 Err(None) => "not known".to_owned(),
             };
-            tracing::warn!(database = label, privileges = %reasons, "allow_privileged_role = true: every guest granted this database may do what its role can");
+            tracing::warn!(database = label, request_id = "startup", privileges = %reasons, "allow_privileged_role = true: every guest granted this database may do what its role can");
             Ok(())
         }
         Err(Some(privileged)) => Err(privileged),
@@ -318,7 +318,7 @@ pub async fn verify(label: &str, config: &PostgresConfig) -> Result<(), roles::P
 }
 
 fn unchecked(label: &str, error: &str) {
-    tracing::warn!(database = label, error = ?GuestText::new(error), "postgres role not checked at startup (every new connection is checked)");
+    tracing::warn!(database = label, request_id = "startup", error = ?GuestText::new(error), "postgres role not checked at startup (every new connection is checked)");
 }
 
 fn remaining(deadline: Instant) -> Result<Duration, PgError> {
