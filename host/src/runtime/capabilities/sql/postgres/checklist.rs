@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-#[path = "../../../../../../tests/support/postgres.rs"]
-mod cluster;
+use super::tests::harness as cluster;
 use cluster::Postgres;
 
 const SLEEP: &str = "SELECT 1::int8 FROM pg_sleep(30)";
