@@ -26,9 +26,14 @@
 //! - The role is checked at startup and on each new connection (`roles.rs`);
 //!   a caller holds at most its fair share of the pool (`shares.rs`).
 //! - Placeholders: the guest's `?N` become `$N` ([`placeholders`]).
+//!
 //! - A database that is down costs a call at most the connect timeout (or
 //!   its remaining time); the guest gets `failed("database unavailable")`,
 //!   the log a line, and `emseepea_database_unavailable_total` a count.
+//!
+//! (Over 500 lines: one statement's path, checkout within the caller's share,
+//! transaction, metered row reading, cancel guard and reset, reads best as
+//! one sequence; the pieces with one job each live in the files above.)
 
 #[cfg(test)]
 pub(crate) mod checklist;
