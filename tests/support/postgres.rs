@@ -6,7 +6,10 @@
 //! binaries are the newest /usr/lib/postgresql/*/bin (Debian's `postgresql`
 //! package; `.ci/run` installs it), or `$EMSEEPEA_PG_BIN`. The cluster has
 //! no locale (C collation: text compares bytewise, as on SQLite), trust
-//! authentication on 127.0.0.1 and one superuser, `emseepea`.
+//! authentication on 127.0.0.1, one superuser, `emseepea` (for the tests'
+//! own `psql`), and the unprivileged role the host connects as,
+//! `emseepea_app` (the operator's recipe: docs/src/operating/postgres-roles.md;
+//! the host refuses a privileged role).
 //!
 //! Used by the end-to-end tests (`mod support;`) and by the host's unit
 //! tests (`#[path]`), so it needs nothing but std, libc and tempfile.
@@ -22,6 +25,8 @@ const PG_USER: &str = "emseepea-pg";
 /// The cluster's superuser, and the database every test gets.
 pub const ROLE: &str = "emseepea";
 pub const DATABASE: &str = "emseepea";
+/// The unprivileged role [`Postgres::url`] logs in as.
+pub const APP_ROLE: &str = "emseepea_app";
 
 pub struct Postgres {
     bin: PathBuf,
@@ -76,6 +81,7 @@ impl Postgres {
         }
         pg.running = true;
         pg.psql_in("postgres", &format!("CREATE DATABASE {DATABASE}"));
+        pg.add_role(APP_ROLE, DATABASE);
         pg
     }
 
@@ -83,13 +89,44 @@ impl Postgres {
         self.port
     }
 
-    /// `postgres://emseepea@127.0.0.1:PORT/emseepea`.
+    /// `postgres://emseepea_app@127.0.0.1:PORT/emseepea`: the unprivileged role.
     pub fn url(&self) -> String {
-        self.url_of(DATABASE)
+        self.url_as(APP_ROLE, DATABASE)
     }
 
-    pub fn url_of(&self, database: &str) -> String {
-        format!("postgres://{ROLE}@127.0.0.1:{}/{database}", self.port)
+    /// `postgres://emseepea@127.0.0.1:PORT/emseepea`: the superuser (which
+    /// the host refuses unless `allow_privileged_role = true`).
+    pub fn admin_url(&self) -> String {
+        self.url_as(ROLE, DATABASE)
+    }
+
+    pub fn url_as(&self, role: &str, database: &str) -> String {
+        format!("postgres://{role}@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// A login role with no attribute and no predefined role, that may
+    /// read and write the tables (and use the sequences) of `database`'s
+    /// `public` schema, those there now and those the superuser makes later:
+    /// the operator's recipe (docs/src/operating/postgres-roles.md).
+    pub fn add_role(&self, role: &str, database: &str) {
+        self.psql_in(
+            "postgres",
+            &format!(
+                "CREATE ROLE {role} LOGIN; GRANT CONNECT, TEMPORARY ON DATABASE {database} TO {role}"
+            ),
+        );
+        self.psql_in(
+            database,
+            &format!(
+                "GRANT USAGE ON SCHEMA public TO {role}; \
+                 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}; \
+                 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {role}; \
+                 ALTER DEFAULT PRIVILEGES FOR ROLE {ROLE} IN SCHEMA public \
+                 GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}; \
+                 ALTER DEFAULT PRIVILEGES FOR ROLE {ROLE} IN SCHEMA public \
+                 GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {role}"
+            ),
+        );
     }
 
     /// Run SQL (several statements allowed) in [`DATABASE`]; its output

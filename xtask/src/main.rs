@@ -424,6 +424,10 @@ fn demo_postgres() -> Result {
     let mut databases = String::new();
     for (label, guest) in [("documents", "documents"), ("notes", "python-notes")] {
         pg.psql(&format!("CREATE DATABASE {label}"));
+        // One unprivileged role per database (and so per source): the host
+        // refuses a privileged role and two sources on one role.
+        let role = format!("{label}_app");
+        pg.add_role(&role, label);
         for file in ["schema.sql", "seed.sql"] {
             let path = ex.join(guest).join("sql").join(file);
             let sql =
@@ -433,7 +437,7 @@ fn demo_postgres() -> Result {
         }
         databases.push_str(&format!(
             "[databases.{label}]\nengine = \"postgres\"\nurl = \"{}\"\ntls = \"disable\"\n\n",
-            pg.url_of(label)
+            pg.url_as(&role, label)
         ));
     }
     let demo = std::fs::read_to_string(ex.join("demo.toml")).map_err(|e| e.to_string())?;

@@ -37,7 +37,8 @@
 //! - `sql-script`: read runs each line of `script` as one statement on one
 //!   connection to the granted `database` and reports a line per statement
 //!   (`ok rows=N first=V` or `error: E`); with `on_error = "fail"` the first
-//!   error fails the read instead (a `source-error` naming it).
+//!   error fails the read instead (a `source-error` naming it); each asks
+//!   for at most `max_rows` rows (default 1000).
 //! - `sql-execute`: read `execute`s each line of `script` on one connection
 //!   and reports a line per statement (`changed=N` or `error: E`).
 //!
@@ -599,9 +600,10 @@ fn sql_script() -> Result<String, SourceError> {
     let conn = Connection::open(&cfg("database", "documents"))
         .map_err(|e| SourceError::Failed(format!("HOSTILE-SECRET open: {e:?}")))?;
     let fail = cfg("on_error", "report") == "fail";
+    let max_rows = cfg("max_rows", "1000").parse().unwrap_or(1000);
     let mut report = Vec::new();
     for (n, sql) in cfg("script", "SELECT 1").lines().enumerate() {
-        match conn.query(sql, &[], 1000) {
+        match conn.query(sql, &[], max_rows) {
             Ok(rows) => {
                 let first = match rows.rows.first().and_then(|r| r.first()) {
                     None => String::new(),

@@ -235,7 +235,12 @@ impl Source {
         let linked = self.linked();
         let capabilities = self
             .capabilities
-            .for_call(&self.log_name, &scope.request_id, budget.deadline)
+            .for_call(
+                &self.log_name,
+                &scope.request_id,
+                &scope.caller,
+                budget.deadline,
+            )
             .map_err(|e| GuestError::Instantiate(e.to_string()))?;
         let captured = capabilities.wasi.output();
         let state = HostState::new(capabilities, &budget, scope.cancel.clone());
@@ -332,10 +337,12 @@ impl Source {
             &self.budget,
             Instant::now() + Duration::from_millis(self.budget.max_duration_ms),
         );
-        let Ok(capabilities) =
-            self.capabilities
-                .for_call(&self.log_name, &STANDBY_REQUEST_ID, budget.deadline)
-        else {
+        let Ok(capabilities) = self.capabilities.for_call(
+            &self.log_name,
+            &STANDBY_REQUEST_ID,
+            &super::slots::CallerKey::host(),
+            budget.deadline,
+        ) else {
             return;
         };
         let captured = capabilities.wasi.output();

@@ -451,6 +451,10 @@ impl SourceSet {
         .map_err(|e| LoadError::new(&config.file, e.into()))?;
         let shared = ServerCapabilities::new(config)
             .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
+        shared
+            .verify()
+            .await
+            .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
             let source = load_one(&runtime, config, &shared, &cache, &policy, &file).await?;

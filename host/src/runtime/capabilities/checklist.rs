@@ -224,14 +224,12 @@ checklists! {
     isolation_checklist_http: "http" => super::http::checklist::rows,
     isolation_checklist_wasi: "wasi" => super::wasi::checklist::rows,
     isolation_checklist_config: "config" => super::config::checklist::rows,
+    isolation_checklist_sql_postgres: "sql/postgres" => super::sql::postgres::checklist::rows,
 }
 
 /// Subjects whose rows are being written elsewhere, and by whom; each must
 /// leave this list for [`CHECKLISTS`].
-pub const PENDING: &[(&str, &str)] = &[(
-    "sql/postgres",
-    "its rows are implemented on the pg branch (sql/postgres/checklist.rs)",
-)];
+pub const PENDING: &[(&str, &str)] = &[];
 
 #[test]
 fn every_capability_runs_the_checklist() {

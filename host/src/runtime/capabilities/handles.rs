@@ -109,7 +109,12 @@ table_entries = 99
         .unwrap();
         let grants = server.grant(&manifest).unwrap();
         let call = grants
-            .for_call(&"s".into(), &"r".into(), std::time::Instant::now())
+            .for_call(
+                &"s".into(),
+                &"r".into(),
+                &crate::runtime::CallerKey::new("c"),
+                std::time::Instant::now(),
+            )
             .unwrap();
         assert_eq!(call.handles.http_requests, 3);
         assert_eq!(call.handles.table_entries, 99);

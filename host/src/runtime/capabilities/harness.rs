@@ -122,7 +122,12 @@ impl Harness {
         super::add_to_linker(&mut linker).expect("link");
         let deadline = Instant::now() + self.deadline;
         let capabilities = grants
-            .for_call(&self.source, &self.request_id, deadline)
+            .for_call(
+                &self.source,
+                &self.request_id,
+                &crate::runtime::CallerKey::new("harness"),
+                deadline,
+            )
             .expect("call state");
         let captured = capabilities.wasi.output();
         let mut table = ResourceTable::new();

@@ -44,6 +44,8 @@ pub struct CallInfo {
     pub source: Arc<str>,
     /// The request's id, as its log lines, metrics and traces carry it.
     pub request_id: Arc<str>,
+    /// Who is calling (a capability's shared pools give each caller a share).
+    pub caller: super::CallerKey,
     pub deadline: Instant,
     /// The source's per-call handle bounds (`[handles]` of its manifest).
     pub handles: HandleLimits,
@@ -168,11 +170,13 @@ macro_rules! capabilities {
                 &self,
                 source: &Arc<str>,
                 request_id: &Arc<str>,
+                caller: &super::CallerKey,
                 deadline: Instant,
             ) -> Result<CallCapabilities, CallSetupError> {
                 let info = CallInfo {
                     source: source.clone(),
                     request_id: request_id.clone(),
+                    caller: caller.clone(),
                     deadline,
                     handles: self.handles,
                 };
@@ -202,6 +206,20 @@ macro_rules! capabilities {
             }
         })*
     };
+}
+
+impl ServerCapabilities {
+    /// Checks that need a capability's backend (a database's role), once at
+    /// startup and in `emseepea check`, after [`ServerCapabilities::new`].
+    pub async fn verify(&self) -> Result<(), CapabilityError> {
+        self.sql
+            .verify()
+            .await
+            .map_err(|e| CapabilityError::Definition {
+                capability: <sql::Sql as Capability>::NAME,
+                source: Box::new(e),
+            })
+    }
 }
 
 capabilities! {

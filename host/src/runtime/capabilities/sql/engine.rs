@@ -8,6 +8,7 @@
 
 use super::config::{DatabaseConfig, Engine, EngineConfig};
 use super::{postgres, sqlite};
+use crate::runtime::CallerKey;
 use crate::runtime::host_state::MemoryAccount;
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,6 +69,8 @@ pub struct StatementCall<'a> {
 pub struct OpenCall<'a> {
     /// The source's name in logs.
     pub(crate) source: &'a Arc<str>,
+    /// Who is calling: a caller holds at most its share of a pool.
+    pub(crate) caller: &'a CallerKey,
     /// The request's id, for the engine's log lines.
     pub(crate) request_id: &'a Arc<str>,
     pub(crate) deadline: Instant,
@@ -89,6 +92,8 @@ pub struct EngineCallState {
 pub enum EngineSetupError {
     #[error("engine \"postgres\": {0}")]
     Postgres(#[from] postgres::PostgresConfigError),
+    #[error("engine \"postgres\": {0}")]
+    PostgresRole(#[from] postgres::roles::PrivilegedRole),
 }
 
 /// Check a section at startup, before any source is granted it.
@@ -98,6 +103,29 @@ pub fn check(config: &DatabaseConfig) -> Result<(), EngineSetupError> {
         EngineConfig::Postgres(pg) => {
             pg.resolve()?;
             Ok(())
+        }
+    }
+}
+
+/// At startup, what needs the database: PostgreSQL's role (`roles.rs`).
+pub async fn verify(label: &str, config: &DatabaseConfig) -> Result<(), EngineSetupError> {
+    match &config.engine {
+        EngineConfig::Sqlite(_) => Ok(()),
+        EngineConfig::Postgres(pg) => Ok(postgres::verify(label, pg).await?),
+    }
+}
+
+/// The login role a section reaches, if its engine has roles, and whether
+/// the section lets other sources reach it too (`allow_shared_role`).
+pub fn login_role(config: &DatabaseConfig) -> Option<(postgres::roles::RoleKey, bool)> {
+    match &config.engine {
+        EngineConfig::Sqlite(_) => None,
+        EngineConfig::Postgres(pg) => {
+            let resolved = pg.resolve().ok()?;
+            Some((
+                postgres::roles::RoleKey::of(&resolved.pg),
+                pg.allow_shared_role,
+            ))
         }
     }
 }

@@ -43,6 +43,15 @@ use wasmtime::component::{Linker, Resource, ResourceTableError};
 /// The capability: every `[databases.LABEL]` of the server config.
 pub struct Sql {
     databases: BTreeMap<String, DatabaseConfig>,
+    /// The login roles earlier sources' grants reach (two sources on one
+    /// role could signal and watch each other's sessions: `postgres/roles.rs`).
+    claimed: std::sync::Mutex<Vec<Claim>>,
+}
+
+struct Claim {
+    role: postgres::roles::RoleKey,
+    label: String,
+    shared: bool,
 }
 
 /// A `[databases.LABEL]` section the server cannot serve.
@@ -62,6 +71,17 @@ pub enum SqlGrantError {
     Engine {
         label: String,
         source: EngineSetupError,
+    },
+    #[error(
+        "database {label:?} logs in as the role {role}, as database {other:?} granted to another \
+         source does: a role's sessions can signal and watch each other, so one source could stop \
+         or read the other's statements; give each source a role of its own (docs: \
+         operating/postgres-roles), or set `allow_shared_role = true` in both sections"
+    )]
+    SharedRole {
+        label: String,
+        other: String,
+        role: String,
     },
 }
 
@@ -84,17 +104,21 @@ impl Capability for Sql {
         sqlite::enforce_heap_limit();
         Ok(Self {
             databases: config.databases.clone(),
+            claimed: Default::default(),
         })
     }
 
     fn grant(&self, manifest: &SourceManifest) -> Result<SqlGrants, SqlGrantError> {
-        SqlGrants::resolve(&self.databases, &manifest.grants.databases)
+        let grants = SqlGrants::resolve(&self.databases, &manifest.grants.databases)?;
+        self.claim(&manifest.grants.databases)?;
+        Ok(grants)
     }
 
     fn call(grant: &SqlGrants, call: &CallInfo) -> Result<SqlCall, Self::CallError> {
         Ok(SqlCall {
             grants: grant.clone(),
             source: call.source.clone(),
+            caller: call.caller.clone(),
             request_id: call.request_id.clone(),
             engines: EngineCallState::default(),
             connections: HandleCount::default(),
@@ -108,6 +132,54 @@ impl Capability for Sql {
         view: fn(&mut HostState) -> CallView<'_, SqlCall>,
     ) -> wasmtime::Result<()> {
         wit::add_to_linker::<HostState, ViewOf<SqlCall>>(linker, view)
+    }
+}
+
+impl Sql {
+    /// What needs the databases themselves, once at startup (and in
+    /// `emseepea check`): every PostgreSQL section's role.
+    pub async fn verify(&self) -> Result<(), SqlDefinitionError> {
+        for (label, database) in &self.databases {
+            engine::verify(label, database)
+                .await
+                .map_err(|source| SqlDefinitionError {
+                    label: label.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Record the login roles one source's grant (`labels`) reaches;
+    /// refused if an earlier source's grant reaches one of them, unless
+    /// both sections allow a shared role.
+    fn claim(&self, labels: &[String]) -> Result<(), SqlGrantError> {
+        let mine: Vec<Claim> = labels
+            .iter()
+            .filter_map(|label| {
+                let (role, shared) = engine::login_role(self.databases.get(label)?)?;
+                Some(Claim {
+                    role,
+                    label: label.clone(),
+                    shared,
+                })
+            })
+            .collect();
+        let mut claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        for c in &mine {
+            if let Some(other) = claimed
+                .iter()
+                .find(|o| o.role == c.role && !(o.shared && c.shared))
+            {
+                return Err(SqlGrantError::SharedRole {
+                    label: c.label.clone(),
+                    other: other.label.clone(),
+                    role: c.role.to_string(),
+                });
+            }
+        }
+        claimed.extend(mine);
+        Ok(())
     }
 }
 
@@ -159,6 +231,7 @@ impl SqlGrants {
 pub struct SqlCall {
     grants: SqlGrants,
     source: Arc<str>,
+    caller: crate::runtime::CallerKey,
     request_id: Arc<str>,
     engines: EngineCallState,
     /// Connections the guest holds now, at most `max_connections`.
@@ -301,6 +374,7 @@ impl HostConnection for CallView<'_, SqlCall> {
             .pool
             .open(OpenCall {
                 source: &self.state.source,
+                caller: &self.state.caller,
                 request_id: &self.state.request_id,
                 deadline: self.deadline,
                 cancel: self.cancel,

@@ -44,6 +44,16 @@ pub struct PostgresConfig {
     /// Connections each source may hold to this database.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
+    /// Serve a role the host would refuse (superuser, `CREATEROLE`,
+    /// member of `pg_execute_server_program`, ...: `roles.rs`). Every guest
+    /// granted this database can then do what that role can.
+    #[serde(default)]
+    pub allow_privileged_role: bool,
+    /// Let this section's login role be reached by more than one source
+    /// (each must set it): they can then signal and watch each other's
+    /// sessions.
+    #[serde(default)]
+    pub allow_shared_role: bool,
 }
 
 #[derive(

@@ -1,6 +1,6 @@
 //! The PostgreSQL engine of the `sql` capability (`[databases.LABEL]
-//! engine = "postgres"`), on `tokio-postgres` with a `deadpool-postgres`
-//! pool and rustls.
+//! engine = "postgres"`), on `tokio-postgres` with a `deadpool` pool of
+//! connections the host makes itself (`connect.rs`) and rustls.
 //!
 //! - Pools per source and database ([`PostgresDatabase`] is made once per
 //!   grant): no source ever gets a connection another one used. A
@@ -15,16 +15,37 @@
 //!   server (a cancel request) and that connection is closed, never reused.
 //! - Rows are counted while they stream in, against max-rows and the byte
 //!   cap the caller gives (the database's and the call's memory budget):
-//!   past either the statement stops before more is copied.
+//!   past either the statement stops before more is copied. Every row is
+//!   charged at least [`ROW_OVERHEAD`]. Under the driver, the socket's bytes
+//!   are counted as they arrive (`wire.rs`): a statement's driver buffer and
+//!   kept rows together stay within its cap plus [`wire::PG_WIRE_SLACK`],
+//!   whatever a row, error or notice looks like; the slack is charged to
+//!   the call's memory budget for each connection it opens.
+//! - NOTICEs reach the log as guest output (`notices.rs`); every string from
+//!   the database in a log line is `GuestText`.
+//! - The role is checked at startup and on each new connection (`roles.rs`);
+//!   a caller holds at most its fair share of the pool (`shares.rs`).
 //! - Placeholders: the guest's `?N` become `$N` ([`placeholders`]).
+//!
 //! - A database that is down costs a call at most the connect timeout (or
 //!   its remaining time); the guest gets `failed("database unavailable")`,
 //!   the log a line, and `emseepea_database_unavailable_total` a count.
+//!
+//! (Over 500 lines: one statement's path, checkout within the caller's share,
+//! transaction, metered row reading, cancel guard and reset, reads best as
+//! one sequence; the pieces with one job each live in the files above.)
 
+#[cfg(test)]
+pub(crate) mod checklist;
 pub mod config;
+pub mod connect;
 pub mod errors;
+pub mod notices;
 pub mod placeholders;
+pub mod roles;
+pub mod shares;
 pub mod values;
+pub mod wire;
 
 pub use config::{PostgresConfig, PostgresConfigError};
 pub use errors::PgError;
@@ -32,23 +53,31 @@ pub use errors::PgError;
 use super::engine::{Bounds, EngineError, Fetched, OpenCall, Rows, StatementCall, Value};
 
 use crate::config::{PG_CANCEL_TIMEOUT, PG_CONNECT_TIMEOUT, PG_POOL_WAIT_MAX, PG_RESET_TIMEOUT};
+use crate::guest_text::GuestText;
+use crate::runtime::CallerKey;
 use crate::telemetry::metrics::{DatabaseLabels, metrics};
-use config::Tls;
-use deadpool_postgres::{
-    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
-};
+use connect::{Canceller, ConnectError, Manager};
+use deadpool::managed::{PoolError, Timeouts};
 use futures_util::TryStreamExt;
+use shares::{ShareGuard, Shares};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tokio_postgres::{CancelToken, NoTls};
 use tokio_util::sync::CancellationToken;
+use wire::PG_WIRE_SLACK;
+
+type Pool = deadpool::managed::Pool<Manager>;
+type Object = deadpool::managed::Object<Manager>;
+
+/// Bytes charged per row on top of its values (a row with no columns is
+/// not free: the host keeps a row for it).
+pub const ROW_OVERHEAD: usize = 24;
 
 /// One database as one source sees it: its own pool.
 pub struct PostgresDatabase {
     pub label: String,
     pool: Pool,
-    tls: Tls,
+    shares: Arc<Shares>,
     read_only: bool,
 }
 
@@ -71,9 +100,21 @@ impl PostgresPool {
     }
 
     pub async fn open(&self, call: OpenCall<'_>) -> Result<PgConnection, EngineError> {
+        // The connection's buffer beyond the rows a statement keeps (those
+        // are charged as they are returned): charged before it exists.
+        if call.memory.charge(PG_WIRE_SLACK as u64).is_err() {
+            tracing::warn!(source = %call.source, request_id = %call.request_id, database = %self.0.label, "no memory budget left for a postgres connection");
+            return Err(EngineError::TooLarge);
+        }
         Ok(self
             .0
-            .open(call.source, call.request_id, call.deadline, call.cancel)
+            .open(
+                call.source,
+                call.caller,
+                call.request_id,
+                call.deadline,
+                call.cancel,
+            )
             .await?)
     }
 }
@@ -108,23 +149,21 @@ impl PostgresDatabase {
         read_only: bool,
     ) -> Result<Self, PostgresConfigError> {
         let resolved = config.resolve()?;
-        let manager_config = ManagerConfig {
-            // Our own reset runs when a connection is given back.
-            recycling_method: RecyclingMethod::Fast,
-        };
-        let manager = match &resolved.tls {
-            Tls::Disable => Manager::from_config(resolved.pg, NoTls, manager_config),
-            Tls::Require(tls) => Manager::from_config(resolved.pg, tls.clone(), manager_config),
+        let manager = Manager {
+            pg: resolved.pg,
+            tls: resolved.tls,
+            allow_privileged_role: config.allow_privileged_role,
+            notices: notices::SourceNotices::new(label.clone()),
         };
         let pool = Pool::builder(manager)
             .max_size(config.pool_size)
-            .runtime(Runtime::Tokio1)
+            .runtime(deadpool::Runtime::Tokio1)
             .build()
             .expect("a pool with a runtime and no hooks always builds");
         Ok(Self {
             label,
             pool,
-            tls: resolved.tls,
+            shares: Shares::new(config.pool_size),
             read_only,
         })
     }
@@ -134,53 +173,95 @@ impl PostgresDatabase {
     pub async fn open(
         self: &Arc<Self>,
         source: &Arc<str>,
+        caller: &CallerKey,
         request_id: &Arc<str>,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<PgConnection, PgError> {
-        let client = self.checkout(source, request_id, deadline, cancel).await?;
+        let (client, share) = self
+            .checkout(source, caller, request_id, deadline, cancel)
+            .await?;
         Ok(PgConnection {
             db: self.clone(),
             source: source.clone(),
+            caller: caller.clone(),
             request_id: request_id.clone(),
             client: Some(client),
+            share: Some(share),
             poisoned: Arc::new(AtomicBool::new(false)),
         })
     }
 
+    /// A connection within `caller`'s share of the pool.
     async fn checkout(
         &self,
-        source: &str,
-        request_id: &str,
+        source: &Arc<str>,
+        caller: &CallerKey,
+        request_id: &Arc<str>,
         deadline: Instant,
         cancel: &CancellationToken,
-    ) -> Result<Object, PgError> {
+    ) -> Result<(Object, ShareGuard), PgError> {
         let remaining = remaining(deadline)?;
-        let timeouts = Timeouts {
-            wait: Some(PG_POOL_WAIT_MAX.min(remaining)),
-            create: Some(PG_CONNECT_TIMEOUT.min(remaining)),
-            recycle: Some(PG_RESET_TIMEOUT.min(remaining)),
+        let wait = PG_POOL_WAIT_MAX.min(remaining);
+        let get = async {
+            let share = self
+                .shares
+                .enter(caller, Instant::now() + wait)
+                .await
+                .map_err(|_| {
+                    let why = "the caller held its share of the pool until the wait ended";
+                    self.unavailable(source, request_id, "caller_share", why)
+                })?;
+            let timeouts = Timeouts {
+                wait: Some(wait),
+                create: Some(PG_CONNECT_TIMEOUT.min(remaining)),
+                recycle: Some(PG_RESET_TIMEOUT.min(remaining)),
+            };
+            let client = self
+                .pool
+                .timeout_get(&timeouts)
+                .await
+                .map_err(|e| self.pool_error(source, request_id, e))?;
+            client.notices.begin(source, request_id);
+            Ok((client, share))
         };
         tokio::select! {
-            got = self.pool.timeout_get(&timeouts) => got.map_err(|e| self.unavailable(source, request_id, e)),
+            got = get => got,
             _ = tokio::time::sleep_until(deadline.into()) => Err(PgError::Deadline),
             _ = cancel.cancelled() => Err(PgError::Interrupted),
         }
     }
 
-    fn unavailable(&self, source: &str, request_id: &str, e: PoolError) -> PgError {
-        let reason = match e {
-            PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => "pool_busy",
+    fn pool_error(&self, source: &str, request_id: &str, e: PoolError<ConnectError>) -> PgError {
+        let reason = match &e {
+            PoolError::Timeout(deadpool::managed::TimeoutType::Wait) => "pool_busy",
+            PoolError::Backend(ConnectError::Role(_)) => "role",
             _ => "connect",
         };
-        tracing::warn!(
-            source,
-            request_id,
-            database = %self.label,
-            reason,
-            error = %e,
-            "postgres database unavailable"
-        );
+        self.unavailable(source, request_id, reason, &e.to_string())
+    }
+
+    fn unavailable(
+        &self,
+        source: &str,
+        request_id: &str,
+        reason: &'static str,
+        error: &str,
+    ) -> PgError {
+        // The server's text at connect (a FATAL) is not ours: escaped.
+        let error = GuestText::new(error);
+        if reason == "role" {
+            tracing::error!(source, request_id, database = %self.label, reason, error = ?error, "postgres database unavailable: its role is refused");
+        } else {
+            tracing::warn!(
+                source,
+                request_id,
+                database = %self.label,
+                reason,
+                error = ?error,
+                "postgres database unavailable"
+            );
+        }
         metrics()
             .database_unavailable
             .get_or_create(&DatabaseLabels {
@@ -191,6 +272,58 @@ impl PostgresDatabase {
             .inc();
         PgError::Unavailable
     }
+}
+
+/// At startup (and in `emseepea check`): the role of `config`, checked once
+/// if the database answers now (every new connection is checked anyway).
+/// `allow_privileged_role = true` is logged at WARN, whatever the role.
+pub async fn verify(label: &str, config: &PostgresConfig) -> Result<(), roles::PrivilegedRole> {
+    let Ok(resolved) = config.resolve() else {
+        // Refused by `engine::check` already.
+        return Ok(());
+    };
+    let manager = Manager {
+        pg: resolved.pg,
+        tls: resolved.tls,
+        allow_privileged_role: true,
+        notices: notices::SourceNotices::new(label.to_owned()),
+    };
+    let checked = match tokio::time::timeout(PG_CONNECT_TIMEOUT, manager.connect_unchecked()).await
+    {
+        Ok(Ok(connection)) => match roles::check(&connection.client).await {
+            Ok(()) => Ok(()),
+            Err(roles::RoleCheckError::Privileged(p)) => Err(Some(p)),
+            Err(e) => {
+                unchecked(label, &e.to_string());
+                Err(None)
+            }
+        },
+        Ok(Err(e)) => {
+            unchecked(label, &e.to_string());
+            Err(None)
+        }
+        Err(_) => {
+            unchecked(label, "timed out");
+            Err(None)
+        }
+    };
+    match checked {
+        _ if config.allow_privileged_role => {
+            let reasons = match &checked {
+                Ok(()) => "none now".to_owned(),
+                Err(Some(p)) => p.reasons.join(", "),
+                Err(None) => "not known".to_owned(),
+            };
+            tracing::warn!(database = label, request_id = "startup", privileges = %reasons, "allow_privileged_role = true: every guest granted this database may do what its role can");
+            Ok(())
+        }
+        Err(Some(privileged)) => Err(privileged),
+        Ok(()) | Err(None) => Ok(()),
+    }
+}
+
+fn unchecked(label: &str, error: &str) {
+    tracing::warn!(database = label, request_id = "startup", error = ?GuestText::new(error), "postgres role not checked at startup (every new connection is checked)");
 }
 
 fn remaining(deadline: Instant) -> Result<Duration, PgError> {
@@ -206,11 +339,14 @@ fn remaining(deadline: Instant) -> Result<Duration, PgError> {
 pub struct PgConnection {
     db: Arc<PostgresDatabase>,
     source: Arc<str>,
+    caller: CallerKey,
     /// The request whose call holds the connection (its statements' log
     /// lines carry it); [`PgConnection::query`] and
     /// [`PgConnection::execute`] take it from each statement's call.
     request_id: Arc<str>,
     client: Option<Object>,
+    /// The caller's hold on its share of the pool, given back with `client`.
+    share: Option<ShareGuard>,
     /// Set when a cancel request was sent on this connection: it may still
     /// land on whatever runs next there, so the connection is closed.
     poisoned: Arc<AtomicBool>,
@@ -255,12 +391,17 @@ impl PgConnection {
         cancel: &CancellationToken,
     ) -> Result<(Rows, usize), PgError> {
         let at = At::of(self);
+        // The statement's allowance on the wire: its rows' bound plus the slack.
+        let allowance = bounds.max_bytes.saturating_add(PG_WIRE_SLACK);
         self.statement(
             sql,
             params,
+            allowance,
             deadline,
             cancel,
-            async move |tx, stmt, params| read_rows(tx, stmt, params, bounds, &at).await,
+            async move |tx, stmt, params, meter| {
+                read_rows(tx, stmt, params, bounds, meter, &at).await
+            },
         )
         .await
     }
@@ -277,9 +418,10 @@ impl PgConnection {
         self.statement(
             sql,
             params,
+            PG_WIRE_SLACK,
             deadline,
             cancel,
-            async move |tx, stmt, params| {
+            async move |tx, stmt, params, _| {
                 tx.execute_raw(stmt, params.iter().map(values::Param))
                     .await
                     .map_err(|e| Finished(at.classify(&e)))
@@ -295,12 +437,14 @@ impl PgConnection {
         &mut self,
         sql: &str,
         params: &[Value],
+        allowance: usize,
         deadline: Instant,
         cancel: &CancellationToken,
         work: impl AsyncFnOnce(
             &tokio_postgres::Transaction<'_>,
             &tokio_postgres::Statement,
             &[Value],
+            &wire::Meter,
         ) -> Result<T, Stopped>,
     ) -> Result<T, PgError> {
         let sql = placeholders::translate(sql).map_err(|e| {
@@ -313,6 +457,7 @@ impl PgConnection {
             if let Some(old) = self.client.take() {
                 drop(Object::take(old));
             }
+            self.share = None;
             self.poisoned = Arc::new(AtomicBool::new(false));
         }
         let at = At::of(self);
@@ -320,18 +465,30 @@ impl PgConnection {
         let client = match self.client.take() {
             Some(client) => client,
             None => {
-                self.db
-                    .checkout(&self.source, &self.request_id, deadline, cancel)
-                    .await?
+                let (client, share) = self
+                    .db
+                    .checkout(
+                        &self.source,
+                        &self.caller,
+                        &self.request_id,
+                        deadline,
+                        cancel,
+                    )
+                    .await?;
+                self.share = Some(share);
+                client
             }
         };
-        let client: &mut tokio_postgres::Client = self.client.insert(client);
+        let pooled = &mut **self.client.insert(client);
+        let meter = pooled.meter.clone();
         let mut guard = CancelOnDrop {
-            token: Some(client.cancel_token()),
-            tls: self.db.tls.clone(),
+            canceller: Some(pooled.canceller()),
             poisoned: self.poisoned.clone(),
             at: at.clone(),
         };
+        let client = &mut pooled.client;
+        meter.arm(allowance);
+        let meter_ref = &*meter;
         let run = async {
             let fail = |e: tokio_postgres::Error| Finished(at.classify(&e));
             let tx = client
@@ -351,7 +508,7 @@ impl PgConnection {
             if stmt.params().len() != params.len() {
                 return Err(Finished(PgError::Failed("wrong number of parameters")));
             }
-            let out = work(&tx, &stmt, params).await?;
+            let out = work(&tx, &stmt, params, meter_ref).await?;
             tx.commit().await.map_err(fail)?;
             Ok(out)
         };
@@ -360,6 +517,13 @@ impl PgConnection {
             _ = tokio::time::sleep_until(deadline.into()) => return Err(PgError::Deadline),
             _ = cancel.cancelled() => return Err(PgError::Interrupted),
         };
+        // Past its allowance the connection was closed under the statement:
+        // whatever the driver made of that, the result was too large.
+        if meter.is_over() {
+            tracing::warn!(database = %at.database, request_id = %at.request_id, "postgres statement past its byte bound: connection closed");
+            return Err(PgError::TooLarge);
+        }
+        meter.arm(PG_WIRE_SLACK);
         match outcome {
             Ok(out) => {
                 guard.disarm();
@@ -416,13 +580,15 @@ async fn read_rows(
     stmt: &tokio_postgres::Statement,
     params: &[Value],
     bounds: Bounds,
+    meter: &wire::Meter,
     at: &At,
 ) -> Result<(Rows, usize), Stopped> {
     let columns: Vec<String> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
     let types: Vec<_> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
     for ty in &types {
         if let Err(e) = values::check_column(ty) {
-            tracing::warn!(database = at.database, request_id = %at.request_id, error = %e, "postgres column refused");
+            // The type's name is the database's (a writable grant names its own types).
+            tracing::warn!(database = at.database, request_id = %at.request_id, error = ?GuestText::new(&e.to_string()), "postgres column refused");
             return Err(Finished(PgError::Failed("unsupported column type")));
         }
     }
@@ -438,19 +604,31 @@ async fn read_rows(
         if rows.len() as u64 >= u64::from(bounds.max_rows) {
             return Err(Unfinished(PgError::TooLarge));
         }
+        // Every row costs at least its overhead, whatever its columns.
+        let row_start = bytes;
+        bytes += ROW_OVERHEAD;
+        // The row's message on the wire: tag, length, count, and per value
+        // a length and the payload.
+        let mut wire_bytes = 7;
+        if bytes > bounds.max_bytes {
+            return Err(Unfinished(PgError::TooLarge));
+        }
         let mut values = Vec::with_capacity(types.len());
         for (i, ty) in types.iter().enumerate() {
             let raw: values::Raw<'_> = row.try_get(i).map_err(fail)?;
             // Count before copying: an oversized result is refused, not allocated.
             bytes += raw.charge(ty);
+            wire_bytes += 4 + raw.0.map_or(0, <[u8]>::len);
             if bytes > bounds.max_bytes {
                 return Err(Unfinished(PgError::TooLarge));
             }
             values.push(raw.decode(ty).map_err(|e| {
-                tracing::warn!(database = at.database, request_id = %at.request_id, error = %e, "postgres value not decodable");
+                tracing::warn!(database = at.database, request_id = %at.request_id, error = ?GuestText::new(&e.to_string()), "postgres value not decodable");
                 Unfinished(PgError::Failed("unsupported column value"))
             })?);
         }
+        // The row left the driver's buffer and is held as values now.
+        meter.settle(wire_bytes, bytes - row_start);
         rows.push(values);
     }
     Ok((Rows { columns, rows }, bytes))
@@ -458,9 +636,11 @@ async fn read_rows(
 
 impl Drop for PgConnection {
     fn drop(&mut self) {
+        let share = self.share.take();
         let Some(client) = self.client.take() else {
             return;
         };
+        client.notices.end();
         if self.poisoned.load(Ordering::Relaxed) {
             drop(Object::take(client));
             return;
@@ -468,65 +648,61 @@ impl Drop for PgConnection {
         let database = self.db.label.clone();
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn(reset(client, database));
+                rt.spawn(reset(client, share, database));
             }
             Err(_) => drop(Object::take(client)),
         }
     }
 }
 
-/// `DISCARD ALL`, then back to the pool; closed if the reset fails.
-async fn reset(client: Object, database: String) {
-    match tokio::time::timeout(PG_RESET_TIMEOUT, client.batch_execute("DISCARD ALL")).await {
+/// `DISCARD ALL`, then back to the pool; closed if the reset fails. The
+/// caller's share is given back only then, with the connection.
+async fn reset(client: Object, share: Option<ShareGuard>, database: String) {
+    client.meter.arm(PG_WIRE_SLACK);
+    let done = tokio::time::timeout(PG_RESET_TIMEOUT, client.client.batch_execute("DISCARD ALL"));
+    match done.await {
         Ok(Ok(())) => drop(client),
         outcome => {
             let error = match outcome {
                 Ok(Err(e)) => e.to_string(),
                 _ => "timed out".into(),
             };
-            tracing::warn!(database, error, "postgres connection not reset: closed");
+            tracing::warn!(database, error = ?GuestText::new(&error), "postgres connection not reset: closed");
             drop(Object::take(client));
         }
     }
+    drop(share);
 }
 
 /// Sends a cancel request for the connection's running statement unless
 /// disarmed, and marks the connection as not reusable.
 struct CancelOnDrop {
-    token: Option<CancelToken>,
-    tls: Tls,
+    canceller: Option<Canceller>,
     poisoned: Arc<AtomicBool>,
     at: At,
 }
 
 impl CancelOnDrop {
     fn disarm(&mut self) {
-        self.token = None;
+        self.canceller = None;
     }
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        let Some(token) = self.token.take() else {
+        let Some(canceller) = self.canceller.take() else {
             return;
         };
         self.poisoned.store(true, Ordering::Relaxed);
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let tls = self.tls.clone();
         let At {
             database,
             request_id,
         } = self.at.clone();
         rt.spawn(async move {
-            let sent = tokio::time::timeout(PG_CANCEL_TIMEOUT, async {
-                match tls {
-                    Tls::Disable => token.cancel_query(NoTls).await,
-                    Tls::Require(tls) => token.cancel_query(tls).await,
-                }
-            })
-            .await;
+            let sent = tokio::time::timeout(PG_CANCEL_TIMEOUT, canceller.cancel()).await;
             match sent {
                 Ok(Ok(())) => {
                     tracing::info!(database, %request_id, "postgres statement cancelled on the server")

@@ -2,9 +2,11 @@
 
 use super::*;
 
+// Also the checklist's (`checklist.rs`): one copy of the module.
 #[path = "../../../../../../tests/support/postgres.rs"]
-mod harness;
+pub(super) mod harness;
 
+use crate::runtime::CallerKey;
 use harness::Postgres;
 
 const FAR: Duration = Duration::from_secs(60);
@@ -12,8 +14,13 @@ const FAR: Duration = Duration::from_secs(60);
 /// One source's pool of the test database: `extra` is more of the section
 /// (`read_only` among it, as the capability reads it).
 fn database(pg: &Postgres, source: &str, extra: &str) -> TestDb {
+    database_at(&pg.url(), source, extra)
+}
+
+/// As [`database`], logging in with `url`.
+fn database_at(url: &str, source: &str, extra: &str) -> TestDb {
     let mut table: toml::Table =
-        toml::from_str(&format!("url = {:?}\ntls = \"disable\"\n{extra}", pg.url())).unwrap();
+        toml::from_str(&format!("url = {url:?}\ntls = \"disable\"\n{extra}")).unwrap();
     let read_only = table
         .remove("read_only")
         .is_none_or(|v| v.as_bool().unwrap());
@@ -35,8 +42,18 @@ impl TestDb {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<PgConnection, PgError> {
+        self.open_as(&CallerKey::new("alice"), deadline, cancel)
+            .await
+    }
+
+    async fn open_as(
+        &self,
+        caller: &CallerKey,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<PgConnection, PgError> {
         self.db
-            .open(&self.source, &"req-test".into(), deadline, cancel)
+            .open(&self.source, caller, &"req-test".into(), deadline, cancel)
             .await
     }
 }
@@ -356,7 +373,8 @@ async fn sources_never_share_a_pool() {
 #[tokio::test]
 async fn results_past_max_rows_or_bytes_are_refused() {
     let pg = Postgres::start();
-    // Ten rows of a 100-byte text: 116 bytes each as charged.
+    // Ten rows of a 100-byte text: 140 bytes each as charged (the value's
+    // 100 + 16, the row's 24).
     pg.psql(
         "CREATE TABLE t AS SELECT g AS n, repeat('x', 100) AS s FROM generate_series(1, 10) AS g",
     );
@@ -369,10 +387,10 @@ async fn results_past_max_rows_or_bytes_are_refused() {
         max_bytes,
     };
     let (ok, bytes) = conn
-        .query_rows(sql, &[], rows(10, 1160), far(), &never)
+        .query_rows(sql, &[], rows(10, 1400), far(), &never)
         .await
         .unwrap();
-    assert_eq!((ok.rows.len(), bytes), (10, 1160));
+    assert_eq!((ok.rows.len(), bytes), (10, 1400));
     assert_eq!(
         conn.query_rows(sql, &[], rows(9, 1 << 20), far(), &never)
             .await
@@ -380,7 +398,7 @@ async fn results_past_max_rows_or_bytes_are_refused() {
         Some(PgError::TooLarge)
     );
     assert_eq!(
-        conn.query_rows(sql, &[], rows(10, 1159), far(), &never)
+        conn.query_rows(sql, &[], rows(10, 1399), far(), &never)
             .await
             .err(),
         Some(PgError::TooLarge)
@@ -545,6 +563,262 @@ async fn a_database_that_is_down_answers_unavailable_and_is_counted() {
     };
     let r = db.open(far(), &CancellationToken::new()).await.err();
     assert_eq!(r, Some(PgError::Unavailable));
+}
+
+/// Issue 48.1: tokio-postgres buffers a whole message before a row is
+/// counted, so one 64 MiB value (or a 64 MiB error or notice text) was in
+/// host memory before the 1 MiB bound was looked at, and rows with no
+/// columns were charged nothing. Now the bytes are counted on the socket:
+/// each of these ends as too large, the connection is closed, and the next
+/// statement gets a fresh one. (The process's peak RSS under the same
+/// attack is asserted end to end: tests/postgres_isolation.rs.)
+#[tokio::test]
+async fn a_huge_value_error_notice_or_empty_row_count_is_refused_on_the_wire() {
+    let pg = Postgres::start();
+    let db = database(&pg, "notes", "");
+    let mut conn = open(&db).await;
+    let never = CancellationToken::new();
+    let bound = Bounds {
+        max_rows: u32::MAX,
+        max_bytes: 1 << 20,
+    };
+    for sql in [
+        "SELECT repeat('x', 67108864)",
+        "SELECT FROM generate_series(1, 20000000)",
+        // The error quotes the 8 MiB value.
+        "SELECT repeat('x', 8388608)::int8",
+        "DO $$BEGIN RAISE NOTICE '%', repeat('x', 8388608); END$$",
+    ] {
+        let r = conn.query_rows(sql, &[], bound, far(), &never).await;
+        assert_eq!(r.err(), Some(PgError::TooLarge), "{sql}");
+        assert!(stopped(&pg, sql).await, "{sql} still runs");
+        assert_eq!(
+            int(&one(&mut conn, "SELECT 5::int8", &[]).await.unwrap()),
+            5
+        );
+    }
+    // Rows with no columns are charged their overhead: the bound counts them.
+    let (rows, bytes) = conn
+        .query_rows(
+            "SELECT FROM generate_series(1, 10)",
+            &[],
+            bound,
+            far(),
+            &never,
+        )
+        .await
+        .unwrap();
+    assert_eq!((rows.rows.len(), bytes), (10, 10 * ROW_OVERHEAD));
+}
+
+/// Issue 48.2: the driver logged every NOTICE raw at INFO through `log`
+/// (no source, no request id, no limit). Now notices are the guest's
+/// output: the connection's messages are polled, so the driver's line is
+/// never written (the end-to-end test reads the real log).
+#[tokio::test]
+async fn notices_are_taken_from_the_driver() {
+    let pg = Postgres::start();
+    let db = database(&pg, "notes", "");
+    let mut conn = open(&db).await;
+    let forged =
+        "DO $$BEGIN RAISE NOTICE E'x\\n2099-01-01T00:00:00Z  INFO emseepea::server: forged'; END$$";
+    assert!(one(&mut conn, forged, &[]).await.unwrap().is_empty());
+    let flood = "DO $$BEGIN FOR i IN 1..500 LOOP RAISE NOTICE 'n%', i; END LOOP; END$$";
+    assert!(one(&mut conn, flood, &[]).await.unwrap().is_empty());
+    let client = conn.client.as_ref().unwrap();
+    assert_eq!(
+        client.notices.counts(),
+        (
+            crate::config::MAX_GUEST_OUTPUT_LINES_PER_CALL,
+            501 - crate::config::MAX_GUEST_OUTPUT_LINES_PER_CALL
+        )
+    );
+}
+
+/// Issue 48.2: any role was served; a superuser's (or a member of
+/// `pg_execute_server_program`'s) `COPY ... TO PROGRAM` ran a command on the
+/// database host from a read-only grant. Now a new connection's role is
+/// checked: such a role gets no connection, unless the section allows it.
+#[tokio::test]
+async fn a_privileged_role_gets_no_connection() {
+    let pg = Postgres::start();
+    let marker = tempfile::tempdir().unwrap();
+    let touched = marker.path().join("touched");
+    // The server runs as another user: it may write there.
+    std::fs::set_permissions(
+        marker.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let copy = format!("COPY (SELECT 1) TO PROGRAM 'touch {}'", touched.display());
+    pg.psql("CREATE ROLE prog LOGIN; GRANT pg_execute_server_program TO prog");
+    pg.psql("CREATE ROLE creator LOGIN CREATEROLE");
+    let never = CancellationToken::new();
+    for url in [
+        pg.admin_url(),
+        pg.url_as("prog", harness::DATABASE),
+        pg.url_as("creator", harness::DATABASE),
+    ] {
+        let db = database_at(&url, "notes", "");
+        let r = db.open(far(), &never).await;
+        let r = match r {
+            Ok(mut c) => c.execute_rows(&copy, &[], far(), &never).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        assert_eq!(r, Err(PgError::Unavailable), "{url}");
+    }
+    assert!(!touched.exists(), "COPY TO PROGRAM ran");
+    // The operator's explicit opt-out.
+    let allowed = database_at(&pg.admin_url(), "notes", "allow_privileged_role = true");
+    let mut c = open(&allowed).await;
+    assert_eq!(int(&one(&mut c, "SELECT 1::int8", &[]).await.unwrap()), 1);
+    // The startup check names the key and the reason.
+    let config: PostgresConfig =
+        toml::from_str(&format!("url = {:?}\ntls = \"disable\"", pg.admin_url())).unwrap();
+    let e = verify("main", &config).await.unwrap_err().to_string();
+    assert!(
+        e.contains("rolsuper") && e.contains("allow_privileged_role"),
+        "{e}"
+    );
+    let config: PostgresConfig = toml::from_str(&format!(
+        "url = {:?}\ntls = \"disable\"",
+        pg.url_as("prog", harness::DATABASE)
+    ))
+    .unwrap();
+    let e = verify("main", &config).await.unwrap_err().to_string();
+    assert!(e.contains("member of pg_execute_server_program"), "{e}");
+    let config: PostgresConfig =
+        toml::from_str(&format!("url = {:?}\ntls = \"disable\"", pg.url())).unwrap();
+    verify("main", &config).await.unwrap();
+}
+
+/// Issue 48.2: two sources granted databases on one role could stop and
+/// watch each other: any member of a role may `pg_terminate_backend` its
+/// backends and read their SQL. Now the second source's grant is refused
+/// (unless both sections allow a shared role); with a role each (the
+/// operator's recipe) source A can neither stop nor read B's statement.
+#[tokio::test]
+async fn one_source_cannot_stop_or_watch_another_sources_sessions() {
+    use crate::runtime::capabilities::Capability;
+    let pg = Postgres::start();
+    pg.add_role("bob_app", harness::DATABASE);
+    let sections = |b_url: &str, extra: &str| {
+        crate::runtime::capabilities::harness::server_config(&format!(
+            "[databases.a]\nengine = \"postgres\"\nurl = {:?}\ntls = \"disable\"\n{extra}\n\
+             [databases.b]\nengine = \"postgres\"\nurl = {b_url:?}\ntls = \"disable\"\n{extra}\n",
+            pg.url()
+        ))
+    };
+    let grant = |label: &str| {
+        crate::runtime::capabilities::harness::manifest(
+            "sql-script",
+            &format!("[grants]\ndatabases = [{label:?}]\n"),
+        )
+    };
+    // One role for both: the second source is refused, naming the key.
+    let sql = super::super::Sql::configure(&sections(&pg.url(), "")).unwrap();
+    sql.grant(&grant("a")).unwrap();
+    let e = sql.grant(&grant("b")).unwrap_err().to_string();
+    assert!(
+        e.contains("allow_shared_role") && e.contains("\"b\""),
+        "{e}"
+    );
+    // The same database granted to two sources is the same role too.
+    let sql = super::super::Sql::configure(&sections(&pg.url(), "")).unwrap();
+    sql.grant(&grant("a")).unwrap();
+    assert!(sql.grant(&grant("a")).is_err());
+    // Both sections opt in: allowed.
+    let sql =
+        super::super::Sql::configure(&sections(&pg.url(), "allow_shared_role = true")).unwrap();
+    sql.grant(&grant("a")).unwrap();
+    sql.grant(&grant("b")).unwrap();
+    // A role each: accepted, and A cannot reach B's session.
+    let bob_url = pg.url_as("bob_app", harness::DATABASE);
+    let sql = super::super::Sql::configure(&sections(&bob_url, "")).unwrap();
+    sql.grant(&grant("a")).unwrap();
+    sql.grant(&grant("b")).unwrap();
+
+    let alice = database(&pg, "a", "");
+    let bob = database_at(&bob_url, "b", "");
+    let sleep = "SELECT 1::int8 FROM pg_sleep(1.5)";
+    let mut b = open(&bob).await;
+    let bobs = tokio::spawn(async move { one(&mut b, sleep, &[]).await });
+    started(&pg, sleep).await;
+    let mut a = open(&alice).await;
+    let seen = one(
+        &mut a,
+        "SELECT query FROM pg_stat_activity WHERE usename = 'bob_app'",
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        format!("{seen:?}"),
+        format!(
+            "{:?}",
+            vec![vec![Value::Text("<insufficient privilege>".into())]]
+        )
+    );
+    let kill = "SELECT count(pg_terminate_backend(pid))::int8 FROM pg_stat_activity \
+                WHERE usename = 'bob_app'";
+    assert_eq!(
+        one(&mut a, kill, &[]).await.err(),
+        Some(PgError::Failed("permission denied"))
+    );
+    assert_eq!(
+        int(&bobs.await.unwrap().unwrap()),
+        1,
+        "Bob's statement ran to its end"
+    );
+}
+
+/// Issue 48.2: the pool had no per-caller share: with `pool_size = 2`, one
+/// caller's 16 concurrent reads made another caller's single read wait
+/// behind all of them, past the 2 s pool wait ("unavailable"). Now a caller
+/// holds at most its share, and the connection the first caller gives back
+/// goes to the other. (The issue's reads took 0.5 s; then the first
+/// caller's own waits end at the same 2 s bound and free the queue just as
+/// the other's ends, a coin toss; 1.5 s reads make the outcome certain.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_callers_burst_does_not_starve_another_caller() {
+    let pg = Postgres::start();
+    let db = Arc::new(database(&pg, "notes", "pool_size = 2"));
+    let sleep = "SELECT 1::int8 FROM pg_sleep(1.5)";
+    let burst: Vec<_> = (0..16)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let never = CancellationToken::new();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                match db
+                    .open_as(&CallerKey::new("greedy"), deadline, &never)
+                    .await
+                {
+                    Ok(mut c) => c
+                        .query_rows(sleep, &[], ALL, deadline, &never)
+                        .await
+                        .map(|_| ()),
+                    Err(e) => Err(e),
+                }
+            })
+        })
+        .collect();
+    started(&pg, sleep).await;
+    let never = CancellationToken::new();
+    let mut mine = db
+        .open_as(&CallerKey::new("modest"), far(), &never)
+        .await
+        .expect("the other caller gets a connection");
+    assert_eq!(
+        int(&one(&mut mine, "SELECT 3::int8", &[]).await.unwrap()),
+        3
+    );
+    drop(mine);
+    // The first caller's reads ran or were refused as its share allowed.
+    for read in burst {
+        let r = read.await.unwrap();
+        assert!(matches!(r, Ok(()) | Err(PgError::Unavailable)), "{r:?}");
+    }
 }
 
 /// The capability in-process with the hostile guest's `sql-script` mode:
