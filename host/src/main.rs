@@ -116,6 +116,7 @@ enum Command {
     /// Publish a source (NAME.wasm, with NAME.toml and NAME.sig when present)
     /// to an OCI registry as REFERENCE; prints the digest it is pinned by.
     Push {
+        /// The component, NAME.wasm (NAME.toml and NAME.sig beside it go with it).
         file: PathBuf,
         /// registry/repository:tag
         reference: String,
