@@ -11,17 +11,6 @@ use std::time::Duration;
 use support::engines::{Engine, TestDb};
 use support::*;
 
-async fn read_answer(s: &Server, token: &str, uri: &str) -> Answer {
-    modern(
-        &s.url,
-        Some(token),
-        json!(1),
-        "resources/read",
-        json!({ "uri": uri }),
-    )
-    .await
-}
-
 /// Read every URI at once (one task each); the texts in the same order.
 async fn read_all_at_once(
     s: &Server,
@@ -52,14 +41,6 @@ async fn read_all_at_once(
         texts.push(read.await.unwrap());
     }
     texts
-}
-
-async fn read_text(s: &Server, token: &str, uri: &str) -> String {
-    let v = read_answer(s, token, uri).await.json();
-    v["result"]["contents"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{v}"))
-        .to_owned()
 }
 
 #[tokio::test]
@@ -926,16 +907,6 @@ async fn a_statement_past_the_process_heap_limit_is_too_large() {
             "ok rows=1 first=1\nerror: Error::TooLarge"
         );
     }
-}
-
-/// The peak resident set of process `pid` so far (`VmHWM`), KiB.
-fn peak_rss_kib(pid: u32) -> i64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
 }
 
 /// A PostgreSQL database that goes down: the source granted it answers the

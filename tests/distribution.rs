@@ -31,21 +31,6 @@ fn signed_catalog(keys: &Path, sources: impl FnOnce(&str) -> String) -> Prepared
     p
 }
 
-/// `emseepea check` fails, naming `file` and saying `reason`.
-fn refused(p: &Prepared, file: &str, reason: &str) {
-    let (ok, out) = p.check();
-    assert!(!ok, "check should fail:\n{out}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("emseepea:"))
-        .unwrap_or_else(|| panic!("no error line:\n{out}"));
-    assert!(line.contains(file), "error does not name {file}: {line}");
-    assert!(
-        line.contains(reason),
-        "error does not say {reason:?}: {line}"
-    );
-}
-
 /// `emseepea serve` exits at startup, naming `file` and saying `reason`.
 fn serve_refused(p: &Prepared, file: &str, reason: &str) {
     // Bounded: a server that (wrongly) starts is killed, and the test fails.
@@ -89,7 +74,7 @@ fn a_source_signed_by_an_untrusted_key_is_refused() {
     let keys = tempfile::tempdir().unwrap();
     let (_, other) = ssh_key(keys.path(), "someone-else");
     let p = signed_catalog(keys.path(), |_| trusting(&other));
-    refused(&p, "catalog.sig", "signed by an untrusted key (SHA256:");
+    check_refused(&p, "catalog.sig", "signed by an untrusted key (SHA256:");
     serve_refused(&p, "catalog.sig", "untrusted key");
 }
 
@@ -103,7 +88,7 @@ fn a_manifest_edited_after_signing_is_refused() {
         "[config]\nitems = \"6\"\n",
     )
     .unwrap();
-    refused(
+    check_refused(
         &p,
         "catalog.sig",
         "does not match the component and its manifest",
@@ -116,7 +101,7 @@ fn a_manifest_removed_or_a_component_swapped_after_signing_is_refused() {
     let keys = tempfile::tempdir().unwrap();
     let p = signed_catalog(keys.path(), trusting);
     std::fs::remove_file(p.dir.path().join("sources/catalog.toml")).unwrap();
-    refused(&p, "catalog.sig", "does not match");
+    check_refused(&p, "catalog.sig", "does not match");
     let keys = tempfile::tempdir().unwrap();
     let p = signed_catalog(keys.path(), trusting);
     std::fs::copy(
@@ -124,7 +109,7 @@ fn a_manifest_removed_or_a_component_swapped_after_signing_is_refused() {
         p.dir.path().join("sources/catalog.wasm"),
     )
     .unwrap();
-    refused(&p, "catalog.sig", "does not match");
+    check_refused(&p, "catalog.sig", "does not match");
 }
 
 #[test]
@@ -132,7 +117,7 @@ fn a_missing_signature_under_require_signatures_is_refused() {
     let keys = tempfile::tempdir().unwrap();
     let p = signed_catalog(keys.path(), trusting);
     std::fs::remove_file(p.dir.path().join("sources/catalog.sig")).unwrap();
-    refused(&p, "catalog.wasm", "no signature catalog.sig");
+    check_refused(&p, "catalog.wasm", "no signature catalog.sig");
     serve_refused(&p, "catalog.wasm", "no signature");
     // Without the requirement an unsigned source loads as before.
     let p = server()
@@ -151,7 +136,7 @@ fn a_malformed_signature_or_one_for_another_namespace_is_refused() {
         "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n",
     )
     .unwrap();
-    refused(&p, "catalog.sig", "malformed signature");
+    check_refused(&p, "catalog.sig", "malformed signature");
     // A signature the same key made for git (`-n git`) over the same statement.
     let (key, public) = ssh_key(keys.path(), "git");
     let p = server()
@@ -170,7 +155,7 @@ fn a_malformed_signature_or_one_for_another_namespace_is_refused() {
         p.dir.path().join("sources/catalog.sig"),
     )
     .unwrap();
-    refused(&p, "catalog.sig", "namespace");
+    check_refused(&p, "catalog.sig", "namespace");
 }
 
 #[test]
@@ -182,7 +167,7 @@ fn a_signature_without_its_component_is_refused() {
         p.dir.path().join("sources/orphan.sig"),
     )
     .unwrap();
-    refused(&p, "orphan.sig", "signature without a component");
+    check_refused(&p, "orphan.sig", "signature without a component");
 }
 
 #[test]

@@ -4,7 +4,6 @@
 //! host/src/runtime/capabilities/sql/postgres/tests.rs.)
 
 mod support;
-use serde_json::json;
 use support::postgres::Postgres;
 use support::*;
 
@@ -21,35 +20,6 @@ fn script_manifest(database: &str, script: &str, config: &str) -> String {
         "[budget]\nmax_duration_ms = 30000\n[grants]\ndatabases = [{database:?}]\n[config]\ndatabase = {database:?}\nscript = {}\n{config}\n",
         serde_json::to_string(script).unwrap()
     )
-}
-
-async fn read_answer(s: &Server, token: &str, uri: &str) -> Answer {
-    modern(
-        &s.url,
-        Some(token),
-        json!(1),
-        "resources/read",
-        json!({ "uri": uri }),
-    )
-    .await
-}
-
-async fn read_text(s: &Server, token: &str, uri: &str) -> String {
-    let v = read_answer(s, token, uri).await.json();
-    v["result"]["contents"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{v}"))
-        .to_owned()
-}
-
-/// The peak resident set of process `pid` so far (`VmHWM`), KiB.
-fn peak_rss_kib(pid: u32) -> i64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
 }
 
 /// Issue 48.1: with `max_result_bytes` = 1 MiB, `SELECT repeat('x',

@@ -5,17 +5,7 @@ mod support;
 use support::*;
 
 fn refused(p: Prepared, file: &str, reason: &str) {
-    let (ok, out) = p.check();
-    assert!(!ok, "check should fail:\n{out}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("emseepea:"))
-        .unwrap_or_else(|| panic!("no error line:\n{out}"));
-    assert!(line.contains(file), "error does not name {file}: {line}");
-    assert!(
-        line.contains(reason),
-        "error does not say {reason:?}: {line}"
-    );
+    check_refused(&p, file, reason)
 }
 
 #[test]

@@ -174,25 +174,10 @@ fn text(a: &Answer) -> String {
         .to_owned()
 }
 
-/// A backend that records the `traceparent` of every request.
+/// A backend that records the `traceparent` of every request (every
+/// value, so a forged header left beside ours would show).
 async fn backend() -> (FakeHttp, Arc<Mutex<Vec<Option<String>>>>) {
-    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
-    let seen2 = seen.clone();
-    let b = FakeHttp::start(Arc::new(move |_, _, headers, _| {
-        // Every value, so a forged header left beside ours would show.
-        let all: Vec<&str> = headers
-            .get_all("traceparent")
-            .iter()
-            .map(|v| v.to_str().unwrap())
-            .collect();
-        seen2
-            .lock()
-            .unwrap()
-            .push((!all.is_empty()).then(|| all.join(" | ")));
-        (200, "from the backend".into())
-    }))
-    .await;
-    (b, seen)
+    backend_recording("traceparent").await
 }
 
 const TRACE_A: &str = "0af7651916cd43dd8448eb211c80319c";

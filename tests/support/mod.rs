@@ -779,3 +779,49 @@ impl FakeHttp {
         self.hits.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// `resources/read` of `uri` over 2026-07-28.
+pub async fn read_answer(s: &Server, token: &str, uri: &str) -> Answer {
+    modern(
+        &s.url,
+        Some(token),
+        json!(1),
+        "resources/read",
+        json!({ "uri": uri }),
+    )
+    .await
+}
+
+/// The text of the first content `resources/read` returns for `uri`.
+pub async fn read_text(s: &Server, token: &str, uri: &str) -> String {
+    let v = read_answer(s, token, uri).await.json();
+    v["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_owned()
+}
+
+/// The peak resident set of process `pid` so far (`VmHWM`), KiB.
+pub fn peak_rss_kib(pid: u32) -> i64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+}
+
+/// `emseepea check` fails, naming `file` and saying `reason` in its error line.
+pub fn check_refused(p: &Prepared, file: &str, reason: &str) {
+    let (ok, out) = p.check();
+    assert!(!ok, "check should fail:\n{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("emseepea:"))
+        .unwrap_or_else(|| panic!("no error line:\n{out}"));
+    assert!(line.contains(file), "error does not name {file}: {line}");
+    assert!(
+        line.contains(reason),
+        "error does not say {reason:?}: {line}"
+    );
+}
