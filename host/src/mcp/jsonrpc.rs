@@ -61,6 +61,15 @@ impl RequestId {
     /// is quoted (`"abc"`, as its JSON), an integer is its digits.
     pub fn logged(&self) -> String {
         let raw = self.raw();
+        // Every request pays this: the ids clients send (integers, short
+        // plain strings) are already what escaping would print, so take
+        // them as they are. No backslash means no escape inside a string,
+        // so its only quotes are its own two.
+        if raw.len() <= crate::config::MAX_LOGGED_GUEST_TEXT_BYTES
+            && raw.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'\\')
+        {
+            return raw.to_owned();
+        }
         match serde_json::from_str::<String>(raw) {
             Ok(s) => format!("{:?}", GuestText::new(&s)),
             Err(_) => GuestText::new(raw).to_string(),
@@ -273,6 +282,29 @@ mod tests {
             let m = c(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#)).unwrap();
             assert_eq!(m.id().unwrap().raw(), id);
         }
+    }
+
+    #[test]
+    fn logged_ids_are_escaped_and_plain_ones_shown_as_sent() {
+        let logged = |id: &str| {
+            c(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#))
+                .unwrap()
+                .id()
+                .unwrap()
+                .logged()
+        };
+        for plain in ["1", "-7", "\"abc\"", "\"a b-c_1\""] {
+            assert_eq!(logged(plain), plain);
+        }
+        assert_eq!(logged(r#""x\ny""#), r#""x\ny""#);
+        assert_eq!(logged(r#""a\"b""#), r#""a\"b""#);
+        assert_eq!(logged(r#""\u202e""#), r#""\u{202e}""#);
+        let long = format!("\"{}\"", "x".repeat(64 * 1024));
+        let shown = logged(&long);
+        assert!(
+            shown.len() < 8 * 1024 && shown.contains("bytes]"),
+            "{shown}"
+        );
     }
 
     #[test]
