@@ -16,6 +16,8 @@ pub mod postgres;
 pub mod sqlite;
 
 #[cfg(test)]
+pub(crate) mod probes;
+#[cfg(test)]
 mod tests;
 
 use super::handles::{HandleCount, Held};

@@ -2,14 +2,14 @@
 //! each probe on a throwaway cluster of its own (tests/support/postgres.rs).
 
 use super::{PgError, PostgresConfig, PostgresDatabase};
-use crate::config::SourceManifest;
 use crate::runtime::CallerKey;
 use crate::runtime::capabilities::Capability;
 use crate::runtime::capabilities::checklist::{
     Check, Outcome, Row, logged, pair, text_outcome, toml_str,
 };
-use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest, server_config};
+use crate::runtime::capabilities::harness::{Harness, manifest, server_config};
 use crate::runtime::capabilities::sql::Sql;
+use crate::runtime::capabilities::sql::probes::{guest, read, verdict};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -24,34 +24,6 @@ fn section(label: &str, url: &str, extra: &str) -> String {
     format!(
         "[databases.{label}]\nengine = \"postgres\"\nurl = {url:?}\ntls = \"disable\"\n{extra}\n"
     )
-}
-
-/// The hostile guest in `mode` on `main`, granted `main` only.
-fn guest(mode: &str, config: &str, rest: &str) -> SourceManifest {
-    manifest(
-        mode,
-        &format!("database = \"main\"\n{config}\n[grants]\ndatabases = [\"main\"]\n{rest}"),
-    )
-}
-
-async fn read(harness: &Harness, m: &SourceManifest) -> Result<String, ReadFailure> {
-    harness.read::<Sql>(m, "hostile://x/1").await
-}
-
-/// A report line that is an error is the capability stopping the guest.
-fn verdict(report: Result<String, ReadFailure>) -> Outcome {
-    match report {
-        Ok(r)
-            if r.contains("error:")
-                || r.contains("stopped=Error")
-                || r.starts_with("query:")
-                || r.starts_with("open:") =>
-        {
-            Outcome::Stopped(r)
-        }
-        Ok(r) => Outcome::Served(r),
-        Err(e) => Outcome::Stopped(e.to_string()),
-    }
 }
 
 /// Whether a backend runs `query` (the cluster's superuser sees all).

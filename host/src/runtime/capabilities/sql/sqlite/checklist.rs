@@ -1,11 +1,10 @@
 //! The SQLite engine's rows of the isolation checklist (`checklist.rs`).
 
-use crate::config::SourceManifest;
 use crate::runtime::capabilities::checklist::{
     Check, Outcome, Row, logged, pair, text_outcome, toml_str,
 };
-use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
-use crate::runtime::capabilities::sql::Sql;
+use crate::runtime::capabilities::harness::{Harness, manifest};
+use crate::runtime::capabilities::sql::probes::{guest, read, verdict};
 use std::time::Duration;
 
 /// Databases `main` and `other` (table `t`: 1, 2, 3) in a fresh directory.
@@ -26,37 +25,9 @@ fn databases(extra: &str) -> (tempfile::TempDir, Harness) {
     (dir, Harness::new(&config))
 }
 
-/// The hostile guest in `mode` on `database`, granted `main` only.
-fn guest(mode: &str, config: &str, rest: &str) -> SourceManifest {
-    manifest(
-        mode,
-        &format!("database = \"main\"\n{config}\n[grants]\ndatabases = [\"main\"]\n{rest}"),
-    )
-}
-
 /// One statement per line; the report's lines.
 fn script(lines: &[&str]) -> String {
     format!("script = {:?}", lines.join("\n"))
-}
-
-async fn read(harness: &Harness, m: &SourceManifest) -> Result<String, ReadFailure> {
-    harness.read::<Sql>(m, "hostile://x/1").await
-}
-
-/// A report line that is an error is the capability stopping the guest.
-fn verdict(report: Result<String, ReadFailure>) -> Outcome {
-    match report {
-        Ok(r)
-            if r.contains("error:")
-                || r.contains("stopped=Error")
-                || r.starts_with("query:")
-                || r.starts_with("open:") =>
-        {
-            Outcome::Stopped(r)
-        }
-        Ok(r) => Outcome::Served(r),
-        Err(e) => Outcome::Stopped(e.to_string()),
-    }
 }
 
 /// Rows of `n` values of `bytes` bytes each.
