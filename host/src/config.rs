@@ -170,10 +170,24 @@ pub const DEFAULT_CALLER_SHARE: (u32, u32) = (1, 2);
 /// fraction of the pool (48 of 64): one slow source cannot hold every slot,
 /// and one caller alone cannot take every slot of a source.
 pub const DEFAULT_SOURCE_SHARE: (u32, u32) = (3, 4);
-/// The longest a guest call waits for a slot before the request gets a
-/// retryable 429 (over the caller's share) or 503 (host or source full).
-/// The wait does not count against the guest's `max_duration_ms`.
-pub const DEFAULT_SLOT_WAIT_MS: u64 = 500;
+/// Default `[runtime] slot_wait_ms`: no cap of its own. A call waits for a
+/// slot as long as its request's remaining time lets it still finish
+/// (`runtime/slots.rs`, the admission rule); the wait does not count
+/// against the guest's `max_duration_ms`.
+pub const DEFAULT_SLOT_WAIT_MS: u64 = 0;
+/// Default `[runtime] warm_instances`: instances kept for their caller's
+/// next call (`runtime/warm.rs`), in all: the few callers a server serves
+/// at a time, a few instances each.
+pub const DEFAULT_WARM_INSTANCES: u32 = 16;
+/// Most `[runtime] warm_instances` (each holds a pool instance and its memory).
+pub const MAX_WARM_INSTANCES: u32 = 1024;
+/// Default `[runtime] warm_max_calls`: calls one kept instance serves
+/// before it is dropped (so what a guest's heap accumulates is bounded in
+/// time too; at 2,000 pages/s, two instantiations a second).
+pub const DEFAULT_WARM_MAX_CALLS: u32 = 1_000;
+/// Default `[runtime] warm_idle_ms`: how long a kept instance waits for its
+/// caller's next call (a client's next page comes within milliseconds).
+pub const DEFAULT_WARM_IDLE_MS: u64 = 10_000;
 /// Most `[runtime] guest_threads` (each is an OS thread with its runtime).
 pub const MAX_GUEST_THREADS: u32 = 64;
 /// Default `[runtime] guest_threads`: none, calls run on the request's
@@ -550,7 +564,8 @@ pub struct RuntimeConfig {
     /// Epoch tick: a looping guest is stopped at most one tick after its
     /// deadline, a dropped call at its next tick.
     pub epoch_tick_us: u64,
-    /// Guest calls running at once; further calls wait (within `slot_wait_ms`).
+    /// Guest calls running at once; further calls wait for a slot while
+    /// their request's remaining time allows.
     #[schemars(range(min = 1))]
     pub max_concurrent_calls: u32,
     /// Guest calls one caller may run at once (and as many may wait);
@@ -558,7 +573,10 @@ pub struct RuntimeConfig {
     pub max_calls_per_caller: Option<u32>,
     /// Guest calls one source may run at once; default: `DEFAULT_SOURCE_SHARE`.
     pub max_calls_per_source: Option<u32>,
-    /// The longest a call waits for a slot before a retryable refusal.
+    /// The longest a call waits for a slot before a retryable refusal; 0: no
+    /// cap beyond the rule that a call waits only while its request's
+    /// remaining time still lets it finish (estimated from the calls'
+    /// observed service times; a queue longer than that is refused at once).
     pub slot_wait_ms: u64,
     /// Largest memory budget any source may have (sizes the pool's slots).
     pub max_memory_bytes: u64,
@@ -594,6 +612,18 @@ pub struct RuntimeConfig {
     /// holds this many instances beyond `max_concurrent_calls`. 0: none.
     #[schemars(range(max = MAX_STANDBY_INSTANCES))]
     pub standby_instances: u32,
+    /// Instances kept after a verified caller's call for that caller's next
+    /// call of the same source (`runtime/warm.rs`), in all; the pool holds
+    /// this many instances beyond `max_concurrent_calls`. 0: every call
+    /// gets a fresh instance.
+    #[schemars(range(max = MAX_WARM_INSTANCES))]
+    pub warm_instances: u32,
+    /// Calls one kept instance serves before it is dropped.
+    #[schemars(range(min = 1))]
+    pub warm_max_calls: u32,
+    /// How long a kept instance waits for its caller's next call before it
+    /// is dropped.
+    pub warm_idle_ms: u64,
     /// Core instances, memories and tables one component may have
     /// (interpreted languages need more than Rust guests).
     pub max_core_instances_per_component: u32,
@@ -625,6 +655,9 @@ impl Default for RuntimeConfig {
             guest_threads: DEFAULT_GUEST_THREADS,
             guest_threads_from_connections: DEFAULT_GUEST_THREADS_FROM_CONNECTIONS,
             standby_instances: DEFAULT_STANDBY_INSTANCES,
+            warm_instances: DEFAULT_WARM_INSTANCES,
+            warm_max_calls: DEFAULT_WARM_MAX_CALLS,
+            warm_idle_ms: DEFAULT_WARM_IDLE_MS,
             max_core_instances_per_component: 64,
             max_memories_per_component: 16,
             max_tables_per_component: 16,
@@ -1370,6 +1403,12 @@ impl Config {
         if r.standby_instances > MAX_STANDBY_INSTANCES {
             return Err(ConfigProblem::StandbyInstances);
         }
+        if r.warm_instances > MAX_WARM_INSTANCES {
+            return Err(ConfigProblem::WarmInstances);
+        }
+        if r.warm_max_calls == 0 {
+            return Err(NotPositive("runtime.warm_max_calls"));
+        }
         if self.workers.yield_after_us > crate::workers::MAX_YIELD_AFTER_US {
             return Err(ConfigProblem::YieldAfter);
         }
@@ -1462,6 +1501,8 @@ pub enum ConfigProblem {
     GuestThreads,
     #[error("runtime.standby_instances must be at most {MAX_STANDBY_INSTANCES}")]
     StandbyInstances,
+    #[error("runtime.warm_instances must be at most {MAX_WARM_INSTANCES}")]
+    WarmInstances,
     #[error(
         "workers.yield_after_us must be at most {} (0: never yield)",
         crate::workers::MAX_YIELD_AFTER_US

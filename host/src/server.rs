@@ -213,6 +213,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     let _ = std::io::stdout().flush();
     tracing::info!(%bound, sources = app.sources.sources.len(), "serving");
     let _trimmer = trim_idle_sources(app.clone());
+    let _sweeper = expire_warm_instances(app.clone());
     health.set(Phase::Ready);
 
     let graceful = GracefulShutdown::new();
@@ -319,6 +320,24 @@ fn trim_idle_sources(app: Arc<App>) -> Option<AbortOnDropHandle<()>> {
                 }
             })
             .await;
+        }
+    })))
+}
+
+/// Drop the instances kept for callers who did not come back within
+/// `runtime.warm_idle_ms` (`runtime::warm`), so an idle server holds none of
+/// them for long; the task ends with `serve`. Off when nothing is kept.
+fn expire_warm_instances(app: Arc<App>) -> Option<AbortOnDropHandle<()>> {
+    let every = app.sources.runtime.warm_sweep_period()?;
+    Some(AbortOnDropHandle::new(tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let expired = app.sources.runtime.expire_warm_instances();
+            if expired > 0 {
+                tracing::debug!(expired, "idle kept instances dropped");
+            }
         }
     })))
 }

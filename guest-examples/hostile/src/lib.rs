@@ -16,7 +16,9 @@
 //!   entries, `limit` echoed in names so tests can see what was asked),
 //!   `remember` (read answers what an earlier call left in this instance's
 //!   memory, `remembered nothing` in a fresh one, then leaves its own URI
-//!   and caller there). `vault`: the same, but in a 4 KiB-aligned page of
+//!   and caller there). `smash` (read of `…/smash` ruins the instance's
+//!   state and answers `smashed`; any later call in that instance traps;
+//!   other reads answer `whole`). `vault`: the same, but in a 4 KiB-aligned page of
 //!   its own that nothing else touches, and it then waits `delay_ms` in a
 //!   host call (the window in which a test pages the server out to swap).
 //! - Read results: `wide` (list: one entry whose URI is the template's
@@ -67,6 +69,11 @@ use exports::emseepea::inventory::{inventory, template};
 mod owned;
 
 struct Hostile;
+
+/// Set by a `smash` read of `…/smash`: this instance's state is ruined, and
+/// every later call in it traps (what a guest that scribbled over its own
+/// heap would do next).
+static SMASHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What the last call in this instance left (mode `remember`).
 static LEFT_BEHIND: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
@@ -208,6 +215,18 @@ impl template::Guest for Hostile {
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
         let text = match mode.as_str() {
+            "smash" => {
+                use std::sync::atomic::Ordering;
+                if SMASHED.load(Ordering::Relaxed) {
+                    core::arch::wasm32::unreachable();
+                }
+                if uri.ends_with("/smash") {
+                    SMASHED.store(true, Ordering::Relaxed);
+                    "smashed".to_string()
+                } else {
+                    "whole".to_string()
+                }
+            }
             "remember" => {
                 let mut left = LEFT_BEHIND.lock().unwrap();
                 let seen = left.take().unwrap_or_else(|| "nothing".into());

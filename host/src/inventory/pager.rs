@@ -37,6 +37,10 @@ pub trait InventorySource: Send + Sync {
         context: CallContext,
         scope: &RequestScope,
     ) -> impl Future<Output = Result<GuestPage, GuestError>> + Send;
+    /// A page of `scope`'s caller was invalid: whatever instance made it
+    /// serves none of that caller's later calls (the runtime's kept
+    /// instances; nothing to do for a source that keeps none).
+    fn retire_kept_instances(&self, _scope: &RequestScope) {}
 }
 
 impl InventorySource for Arc<Source> {
@@ -63,6 +67,9 @@ impl InventorySource for Arc<Source> {
         scope: &RequestScope,
     ) -> impl Future<Output = Result<GuestPage, GuestError>> + Send {
         Source::list(self, after, limit, context, scope)
+    }
+    fn retire_kept_instances(&self, scope: &RequestScope) {
+        Source::retire_kept_instances(self, scope)
     }
 }
 
@@ -456,9 +463,12 @@ impl<S: InventorySource> Pager<S> {
                         source.template(),
                         &mut page_uris,
                     )
-                    .map_err(|violation| ListError::InvalidPage {
-                        source_name: source.name().into(),
-                        violation,
+                    .map_err(|violation| {
+                        source.retire_kept_instances(req.scope);
+                        ListError::InvalidPage {
+                            source_name: source.name().into(),
+                            violation,
+                        }
                     })?;
                     let after_source =
                         self.next_accessible(i + 1, principal)

@@ -137,9 +137,12 @@ pub async fn read(
             });
         }
     };
-    let invalid = |violation: ContentViolation| ReadError::InvalidResult {
-        source_name: d.name.clone(),
-        violation,
+    let invalid = |violation: ContentViolation| {
+        source.retire_kept_instances(scope);
+        ReadError::InvalidResult {
+            source_name: d.name.clone(),
+            violation,
+        }
     };
     if contents.is_empty() {
         return Err(invalid(ContentViolation::Empty));

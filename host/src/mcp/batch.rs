@@ -132,7 +132,8 @@ impl Batch<'_> {
             tracing::warn!(request_id = %id.logged(), "batch deadline passed; item not run");
             return Ok(self.error(Some(&id), McpError::Internal, error_caching));
         }
-        let scope = RequestScope::new(self.deadline, id.logged(), self.caller.key());
+        let scope = RequestScope::new(self.deadline, id.logged(), self.caller.key())
+            .reusing(self.caller.instance_key());
         let _in_flight = self.session.register(&id, scope.cancel.clone());
         let ctx = Ctx {
             app,

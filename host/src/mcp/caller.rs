@@ -10,7 +10,7 @@ use super::errors::McpError;
 use crate::auth::Principal;
 use crate::config::MAX_AUTH_FAILURE_LOG_LINES_PER_SECOND;
 use crate::guest_text::GuestText;
-use crate::runtime::CallerKey;
+use crate::runtime::{CallerKey, InstanceKey};
 use crate::telemetry::limited::LineBudget;
 use http::HeaderMap;
 use std::sync::Arc;
@@ -28,6 +28,13 @@ impl Caller {
     /// The caller's fair share of guest calls.
     pub fn key(&self) -> CallerKey {
         caller_key(self.principal())
+    }
+
+    /// Whose kept instances this caller's calls may reuse: a verified
+    /// caller's own (principal and scopes); an anonymous caller, who cannot
+    /// be told from another, none.
+    pub fn instance_key(&self) -> Option<InstanceKey> {
+        self.principal().map(instance_key)
     }
 
     pub fn principal(&self) -> Option<&Principal> {
@@ -98,6 +105,19 @@ pub fn caller_key(principal: Option<&Principal>) -> CallerKey {
     }
 }
 
+/// The key of `principal`'s kept instances: its identity, as for
+/// [`caller_key`], and its scopes (sorted by `Principal::new`): the same
+/// subject with other scopes may see other records, so it is another caller.
+pub fn instance_key(principal: &Principal) -> InstanceKey {
+    let identity = (
+        &principal.client_id,
+        &principal.subject,
+        &principal.audience,
+        &principal.scopes,
+    );
+    InstanceKey::new(serde_json::to_string(&identity).expect("strings serialize"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +133,16 @@ mod tests {
         assert_ne!(alice, caller_key(Some(&p("app", Some("bob")))));
         assert_ne!(alice, caller_key(Some(&p("other", Some("alice")))));
         assert_ne!(caller_key(Some(&p("anonymous", None))), caller_key(None));
+        // Kept instances: per identity and scopes.
+        let with = |scopes: &[&str]| {
+            let mut p = p("app", Some("alice"));
+            p.scopes = scopes.iter().map(|s| s.to_string()).collect();
+            instance_key(&p)
+        };
+        assert_eq!(with(&["a:read"]), with(&["a:read"]));
+        assert_ne!(with(&["a:read"]), with(&["a:read", "b:read"]));
+        assert_ne!(with(&[]), instance_key(&p("app", Some("bob"))));
+        assert!(Caller::Anonymous.instance_key().is_none());
         // A separator inside a field cannot forge another identity.
         assert_ne!(
             caller_key(Some(&p("a\",\"b", None))),

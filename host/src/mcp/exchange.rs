@@ -77,7 +77,8 @@ async fn stateless(
         Instant::now() + app.config.request_timeout(),
         id.logged(),
         caller.key(),
-    );
+    )
+    .reusing(caller.instance_key());
     let ctx = Ctx {
         app,
         version,
@@ -123,7 +124,8 @@ async fn legacy(
                 Instant::now() + app.config.request_timeout(),
                 id.logged(),
                 caller.key(),
-            );
+            )
+            .reusing(caller.instance_key());
             let _in_flight = session.register(&id, scope.cancel.clone());
             let ctx = Ctx {
                 app,

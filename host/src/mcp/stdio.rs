@@ -501,7 +501,8 @@ async fn request(
         tracing::warn!(request_id = %id.logged(), "batch deadline passed; item not run");
         return Err((version, McpError::Internal));
     }
-    let scope = RequestScope::new(deadline, id.logged(), caller.key());
+    let scope =
+        RequestScope::new(deadline, id.logged(), caller.key()).reusing(caller.instance_key());
     let _in_flight = session.register(id, scope.cancel.clone());
     let ctx = Ctx {
         app,
@@ -553,7 +554,8 @@ async fn stateless(
     method
         .admit(app, caller.principal())
         .map_err(|e| (version, e))?;
-    let scope = RequestScope::new(deadline, id.logged(), caller.key());
+    let scope =
+        RequestScope::new(deadline, id.logged(), caller.key()).reusing(caller.instance_key());
     let _in_flight = conn.register(id, scope.cancel.clone());
     let ctx = Ctx {
         app,

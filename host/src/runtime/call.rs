@@ -17,6 +17,7 @@ use super::bindings::emseepea::inventory::types::SourceError;
 use super::budget::{Budget, DeadlineTrap, GuestError, MemoryCapTrap};
 use super::capabilities::wasi::CapturedOutput;
 use super::contents::ResultTooLarge;
+use super::engine::Runtime;
 use super::host_state::HostState;
 use super::loader::{Linked, Source};
 use super::output;
@@ -24,6 +25,7 @@ use super::page::LiftError;
 use super::scope::RequestScope;
 use super::slots::Slot;
 use super::standby::Standby;
+use super::warm::{InstanceKey, Warm};
 use crate::guest_text::GuestText;
 use crate::telemetry::metrics::{ExportSeries, InFlight, metrics};
 use crate::telemetry::{spans, traces};
@@ -244,20 +246,25 @@ impl Source {
             .map_err(|e| GuestError::Instantiate(e.to_string()))?;
         let captured = capabilities.wasi.output();
         let state = HostState::new(capabilities, &budget, scope.cancel.clone());
-        let (mut store, instance) = match self.standby.take(&linked) {
-            Some(standby) => {
-                m.guest_calls_from_standby.inc();
-                let instance = Ok(standby.instance);
-                (bind(standby, state, &budget)?, instance)
-            }
-            None => {
-                let mut store = self.store(state, &budget, 0)?;
-                let instance = linked.pre.instantiate_async(&mut store).await;
-                (store, instance)
-            }
+        // The caller's own kept instance, else a standby, else a new one.
+        let key = scope.instance_key.as_ref();
+        let warm = key.and_then(|k| self.runtime.warm.take(&self.log_name, k, &linked));
+        let (mut store, instance, calls) = if let Some(warm) = warm {
+            m.guest_calls_warm.inc();
+            let instance = Ok(warm.instance);
+            (rebind(warm.store, state, &budget)?, instance, warm.calls)
+        } else if let Some(standby) = self.standby.take(&linked) {
+            m.guest_calls_from_standby.inc();
+            let instance = Ok(standby.instance);
+            (bind(standby, state, &budget)?, instance, 0)
+        } else {
+            let mut store = self.store(state, &budget, 0)?;
+            let instance = linked.pre.instantiate_async(&mut store).await;
+            (store, instance, 0)
         };
         // A standby only after an instantiation that worked.
         let refill = refill.filter(|_| instance.is_ok()).cloned();
+        let instance_made = instance.as_ref().ok().copied();
         let result = match instance {
             Ok(instance) => f(&mut store, &instance, &linked)
                 .await
@@ -285,12 +292,30 @@ impl Source {
             std::sync::atomic::Ordering::Relaxed,
         );
         self.forward_output(captured, &scope.request_id);
+        // Kept for this caller's next call only after a call that ended
+        // well: any failure (trap, budget stop, lift error) or cancellation
+        // drops the instance with its store.
+        let keep = match (&result, key, instance_made) {
+            (Ok(_), Some(key), Some(instance))
+                if !scope.cancel.is_cancelled() && !store.data().memory.exceeded() =>
+            {
+                Some(Keep {
+                    source: self.log_name.clone(),
+                    key: key.clone(),
+                    instance,
+                    linked: linked.clone(),
+                    calls: calls.saturating_add(1),
+                })
+            }
+            _ => None,
+        };
         Spent {
             store,
             held,
             refill,
+            keep,
         }
-        .retire(self.runtime.busy());
+        .retire(&self.runtime);
         result
     }
 
@@ -411,10 +436,39 @@ fn bind(
     let mut store = standby.store;
     // Over the cap only if instantiation took more than the call may: the
     // call then fails as a memory-cap failure, as it would have instantiating.
-    let _ = state.memory.charge(store.data().memory.used());
+    let made = &store.data().memory;
+    let linear = made.linear_bytes();
+    state
+        .memory
+        .adopt(linear, made.used().saturating_sub(linear));
     *store.data_mut() = state;
     arm(&mut store, budget, standby.fuel_used)?;
     Ok(store)
+}
+
+/// A kept instance's store (`warm.rs`), now this call's: the memory the
+/// instance kept counts against this call's budget from the start (a heap
+/// that grows call after call ends in a memory-cap failure, which drops
+/// it), and its fuel and deadline are this call's alone.
+fn rebind(
+    mut store: Store<HostState>,
+    state: HostState,
+    budget: &Budget,
+) -> Result<Store<HostState>, GuestError> {
+    state.memory.adopt(store.data().memory.linear_bytes(), 0);
+    *store.data_mut() = state;
+    arm(&mut store, budget, 0)?;
+    Ok(store)
+}
+
+/// What a call that ended well leaves to be kept for its caller.
+struct Keep {
+    source: Arc<str>,
+    key: InstanceKey,
+    instance: Instance,
+    linked: Arc<Linked>,
+    /// Calls the instance has served, this one included.
+    calls: u32,
 }
 
 /// A call the fair shares admitted: its slot, its budget (which started
@@ -430,12 +484,14 @@ struct Admitted<'a> {
 }
 
 /// A finished call's store (its instance, memories, tables, capabilities)
-/// and the slot it held: the slot is free once the store is gone.
+/// and the slot it held: the slot is free once the store is gone or kept.
 struct Spent {
     store: Store<HostState>,
     held: (Slot, InFlight),
     /// The source to make a standby of once the store is gone.
     refill: Option<Arc<Source>>,
+    /// Where the instance is kept for its caller, if it is.
+    keep: Option<Keep>,
 }
 
 impl Spent {
@@ -444,7 +500,22 @@ impl Spent {
     /// response is written: a lone client does not wait for the teardown
     /// (the memory reset, ~5-10 µs), which runs while the client reads.
     /// A standby (`standby.rs`) is made in that task, after the teardown.
-    fn retire(self, busy: bool) {
+    fn retire(mut self, runtime: &Runtime) {
+        // Kept: parked at once (dropping the call's resources costs little;
+        // the memory reset is what a kept instance saves), before the
+        // result goes up, so a result found invalid above can retire it.
+        if let Some(keep) = self.keep.take() {
+            let warm = Warm::park(self.store, keep.instance, keep.linked, keep.calls);
+            runtime.warm.put(&keep.source, keep.key, warm);
+            drop(self.held);
+            if let Some(source) = self.refill.filter(|_| !runtime.busy()) {
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    handle.spawn(source.make_standby());
+                }
+            }
+            return;
+        }
+        let busy = runtime.busy();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) if !busy => {
                 runtime.spawn(async move {
@@ -464,6 +535,7 @@ impl Spent {
             store,
             held,
             refill,
+            keep: _,
         } = self;
         drop(store);
         drop(held);

@@ -6,6 +6,7 @@ use super::guest_threads::GuestThreads;
 use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
 use super::standby::StandbyBound;
+use super::warm::{WarmLimits, WarmPool};
 use crate::config::RuntimeConfig;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,7 +17,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 /// The wasmtime release this binary embeds (`emseepea_build_info`).
 pub const WASMTIME_VERSION: &str = wasmtime_release!();
 
-/// Instances reserved beyond `max_concurrent_calls` and the standbys (startup
+/// Instances reserved beyond `max_concurrent_calls`, the standbys and the
+/// kept instances (startup
 /// `describe` calls, a call finishing while the next starts).
 const SPARE_INSTANCES: u32 = 8;
 
@@ -51,6 +53,8 @@ pub struct Runtime {
     pub(crate) guest_threads: Option<GuestThreads>,
     /// How many never-called instances may be kept ready (`standby.rs`).
     pub(crate) standbys: Arc<StandbyBound>,
+    /// Instances kept for their caller's next call (`warm.rs`).
+    pub(crate) warm: WarmPool,
     /// Client connections open, counted by the listener: whether the server
     /// is busy (`guest_threads_from_connections`, [`Runtime::busy`]).
     open_connections: Arc<AtomicUsize>,
@@ -72,12 +76,18 @@ impl Runtime {
                 total: config.max_concurrent_calls as usize,
                 per_caller: config.calls_per_caller() as usize,
                 per_source: config.calls_per_source() as usize,
-                max_wait: Duration::from_millis(config.slot_wait_ms),
+                max_wait: (config.slot_wait_ms > 0)
+                    .then(|| Duration::from_millis(config.slot_wait_ms)),
             }),
             ticker,
             guest_threads: GuestThreads::start(config.guest_threads)
                 .map_err(RuntimeSetupError::GuestThreads)?,
             standbys: StandbyBound::new(config.standby_instances as usize),
+            warm: WarmPool::new(WarmLimits {
+                instances: config.warm_instances as usize,
+                max_calls: config.warm_max_calls,
+                idle: Duration::from_millis(config.warm_idle_ms),
+            }),
             open_connections,
             busy_from_connections: config.guest_threads_from_connections as usize,
         })
@@ -102,6 +112,20 @@ impl Runtime {
         &self.engine
     }
 
+    /// Drop the kept instances that waited `warm_idle_ms` for their caller
+    /// (the server's sweeper); how many, and how often to look again.
+    pub fn expire_warm_instances(&self) -> usize {
+        self.warm.expire()
+    }
+
+    /// How often the sweeper looks: a kept instance outlives its idle time
+    /// by at most this.
+    pub fn warm_sweep_period(&self) -> Option<Duration> {
+        self.warm.enabled().then(|| {
+            (self.warm.idle() / 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
+        })
+    }
+
     /// The epoch tick: the bound on how late a running guest notices its
     /// deadline or the drop of its call.
     pub fn tick(&self) -> Duration {
@@ -120,12 +144,14 @@ pub(crate) fn build_engine(rc: &RuntimeConfig) -> Result<Engine, RuntimeSetupErr
     if rc.perf_map {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
-    // Every call instantiates afresh, so initial memory must come from a
+    // Calls instantiate often (anonymous callers, new callers, kept
+    // instances retired), so initial memory must come from a
     // copy-on-write image, never from copying data segments. Interpreters
     // (CPython, SpiderMonkey) have large, sparse pre-initialized heaps that
     // the default 16 MiB would leave to per-call copying.
     config.memory_guaranteed_dense_image_size(rc.max_memory_bytes);
-    let instances = rc.max_concurrent_calls + SPARE_INSTANCES + rc.standby_instances;
+    let instances =
+        rc.max_concurrent_calls + SPARE_INSTANCES + rc.standby_instances + rc.warm_instances;
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
         .total_core_instances(instances * rc.max_core_instances_per_component.min(16))

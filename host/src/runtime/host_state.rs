@@ -9,10 +9,16 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 
+/// Why a host function cannot find its call's state: it ran while the
+/// instance was parked, which the runtime never lets happen.
+pub(crate) const PARKED: &str = "a host function ran in a parked instance";
+
 pub struct HostState {
     pub(crate) table: ResourceTable,
     pub(crate) memory: MemoryAccount,
-    pub(crate) capabilities: CallCapabilities,
+    /// `None` only while the instance is parked between two calls of one
+    /// caller (`warm.rs`): no export runs then, so no host function asks.
+    pub(crate) capabilities: Option<CallCapabilities>,
     /// The call's deadline and cancellation, for host functions that wait
     /// on backends (they must stop with the call).
     pub(crate) deadline: Instant,
@@ -31,10 +37,19 @@ impl HostState {
         HostState {
             table,
             memory: MemoryAccount::new(budget.memory_bytes),
-            capabilities,
+            capabilities: Some(capabilities),
             deadline: budget.deadline,
             cancel,
         }
+    }
+
+    /// Drop everything of the finished call but the instance's own memory:
+    /// its resources (connections, requests in flight, streams) and each
+    /// capability's state. Kept this way, an instance holds nothing its
+    /// caller's next call, or anyone else, could reach through the host.
+    pub(crate) fn park(&mut self) {
+        self.table = ResourceTable::new();
+        self.capabilities = None;
     }
 
     /// One capability's view of this call: `pick` chooses its state.
@@ -43,7 +58,7 @@ impl HostState {
         pick: impl FnOnce(&mut CallCapabilities) -> &mut S,
     ) -> CallView<'_, S> {
         CallView {
-            state: pick(&mut self.capabilities),
+            state: pick(self.capabilities.as_mut().expect(PARKED)),
             table: &mut self.table,
             memory: &mut self.memory,
             deadline: self.deadline,
@@ -65,6 +80,9 @@ pub struct MemoryAccount {
 #[derive(Debug, Default)]
 struct Shared {
     used: AtomicU64,
+    /// Of `used`, what the instance's memories grew by: what it keeps
+    /// when it is kept for its caller's next call (`warm.rs`).
+    linear: AtomicU64,
     /// Set when a growth or charge was refused: the call's failure is then
     /// reported as a memory-cap failure whatever the guest did next.
     exceeded: AtomicBool,
@@ -118,6 +136,19 @@ impl MemoryAccount {
         self.shared.exceeded.load(Ordering::Acquire)
     }
 
+    /// The linear memory the instance grew, within `used`.
+    pub fn linear_bytes(&self) -> u64 {
+        self.shared.linear.load(Ordering::Acquire)
+    }
+
+    /// Take over an instance made under another account: its `linear`
+    /// bytes of memory and `host` bytes of host buffers are this call's
+    /// (over the cap, the call fails as a memory-cap failure).
+    pub fn adopt(&self, linear: u64, host: u64) {
+        let _ = self.charge(linear.saturating_add(host));
+        self.shared.linear.fetch_add(linear, Ordering::AcqRel);
+    }
+
     pub fn used(&self) -> u64 {
         self.shared.used.load(Ordering::Acquire)
     }
@@ -141,7 +172,10 @@ impl wasmtime::ResourceLimiter for MemoryAccount {
     ) -> wasmtime::Result<bool> {
         let delta = desired.saturating_sub(current) as u64;
         match self.charge(delta) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                self.shared.linear.fetch_add(delta, Ordering::AcqRel);
+                Ok(true)
+            }
             // An error (not `Ok(false)`) traps right away: a guest allocator
             // would otherwise see a failed grow and abort with a less clear trap.
             Err(trap) => Err(wasmtime::Error::new(trap)),

@@ -315,6 +315,15 @@ impl Source {
         *self.linked.write().unwrap() = Arc::new(linked);
         // An instance of the old copy would keep its memory images.
         self.standby.clear();
+        self.runtime.warm.clear_source(&self.log_name);
+    }
+
+    /// A result of this request's caller was found invalid above: none of
+    /// that caller's kept instances of this source serves another call.
+    pub fn retire_kept_instances(&self, scope: &RequestScope) {
+        if let Some(key) = &scope.instance_key {
+            self.runtime.warm.retire(&self.log_name, key);
+        }
     }
 
     async fn describe(&self, scope: &RequestScope) -> Result<Template, GuestError> {

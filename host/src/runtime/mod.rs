@@ -3,8 +3,10 @@
 //! guest calls. This module knows nothing of MCP or HTTP.
 //!
 //! Invariants:
-//! - every guest call runs in a fresh `Store` + instance: nothing a caller
-//!   leaves in guest memory is visible to the next call;
+//! - an instance serves calls of one caller only: a fresh `Store` +
+//!   instance, or one kept after that same caller's call of that source
+//!   (`warm.rs`; verified callers only, bounded, dropped after any failure):
+//!   nothing a caller leaves in guest memory is visible to another caller;
 //! - every guest call has fuel, a memory cap and a deadline; the future of a
 //!   call may be dropped at any await point, and the guest then never runs
 //!   again (it only runs while its future is polled);
@@ -29,6 +31,7 @@ mod scope;
 mod slots;
 mod standby;
 mod trim;
+mod warm;
 
 pub use budget::{Budget, GuestError, SourceFailure};
 pub use cache::CacheOutcome;
@@ -39,6 +42,7 @@ pub use loader::{LoadError, LoadProblem, Source, SourceSet};
 pub use page::{Entries, EntryRef, GuestPage};
 pub use scope::RequestScope;
 pub use slots::{CallerKey, Overload, SlotLimits};
+pub use warm::{InstanceKey, WarmLimits};
 
 /// Plain data types of the WIT contract, as the other layers see them.
 pub mod types {

@@ -1,6 +1,7 @@
 //! What a request hands down to every guest call it makes.
 
 use super::slots::CallerKey;
+use super::warm::InstanceKey;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +19,9 @@ pub struct RequestScope {
     pub request_id: Arc<str>,
     /// Whose share of the guest-call pool this request's calls take.
     pub caller: CallerKey,
+    /// Whose kept instances this request's calls may run in (`warm.rs`):
+    /// `None` (anonymous, the host) means a fresh instance for every call.
+    pub instance_key: Option<InstanceKey>,
 }
 
 impl RequestScope {
@@ -27,7 +31,14 @@ impl RequestScope {
             cancel: CancellationToken::new(),
             request_id: request_id.into(),
             caller,
+            instance_key: None,
         }
+    }
+
+    /// Calls of this request may reuse `key`'s kept instances (`None`: never).
+    pub fn reusing(mut self, key: Option<InstanceKey>) -> Self {
+        self.instance_key = key;
+        self
     }
 
     /// Milliseconds since the Unix epoch at which the deadline falls, for guests.

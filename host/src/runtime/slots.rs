@@ -2,10 +2,21 @@
 //!
 //! A call takes one slot of the pool, and with it one of its caller's share
 //! and one of its source's share. A call that finds any of the three full
-//! waits, but only for a bounded time, and only if its caller does not
-//! already have a full queue of waiting calls; then it is refused with an
-//! [`Overload`] that says whose limit it hit, so the layer above can answer
-//! "slow down" (the caller's fault) apart from "try later" (ours).
+//! waits, if its caller does not already have a full queue of waiting calls,
+//! for as long as it could still finish in its request's time; then it is
+//! refused with an [`Overload`] that says whose limit it hit, so the layer
+//! above can answer "slow down" (the caller's fault) apart from "try later"
+//! (ours).
+//!
+//! The admission rule: a call waits at most until its *latest start*, its
+//! request's deadline less the time a call holds a slot (observed: a moving
+//! average over the pool's calls), and at most `slot_wait_ms` if that is set.
+//! A call that arrives to a queue it could not get through by then (the
+//! calls waiting ahead of it, each holding a slot for the observed time,
+//! through the slots of the limit that blocks it) is refused at once rather
+//! than after a wait that could only end in a refusal: a flood beyond what
+//! the pool serves in time is answered fast, with `Retry-After`, while a
+//! burst the pool works through in time waits its turn.
 //!
 //! Who a caller is stays opaque here: the layer above names it with a
 //! [`CallerKey`]; the runtime only counts per key.
@@ -47,8 +58,9 @@ pub struct SlotLimits {
     pub per_caller: usize,
     /// Calls one source may have running at once.
     pub per_source: usize,
-    /// The longest a call waits for a slot before it is refused.
-    pub max_wait: Duration,
+    /// The longest a call waits for a slot before it is refused, beyond
+    /// the admission rule; `None`: the rule alone.
+    pub max_wait: Option<Duration>,
 }
 
 /// Why a call got no slot. Every variant is retryable.
@@ -79,7 +91,13 @@ struct State {
     waiting: usize,
     callers: HashMap<CallerKey, Share>,
     sources: HashMap<Arc<str>, usize>,
+    /// How long a call holds its slot, on average (µs; exponentially
+    /// weighted, 1/16 per call): the admission rule's service time.
+    mean_hold_us: f64,
 }
+
+/// Weight of each finished call in `mean_hold_us`.
+const HOLD_WEIGHT: f64 = 1.0 / 16.0;
 
 #[derive(Default)]
 struct Share {
@@ -109,6 +127,32 @@ impl State {
         None
     }
 
+    fn mean_hold(&self) -> Duration {
+        Duration::from_micros(self.mean_hold_us as u64)
+    }
+
+    /// How long a call that must wait behind `blocker` can expect to: the
+    /// calls waiting ahead of it (and itself) through the slots of that
+    /// limit, each held for the observed mean.
+    fn expected_wait(
+        &self,
+        limits: &SlotLimits,
+        caller: &CallerKey,
+        source_max: usize,
+        blocker: Overload,
+    ) -> Duration {
+        let (ahead, slots) = match blocker {
+            Overload::CallerOverShare => (
+                self.callers.get(caller).map_or(0, |s| s.waiting),
+                limits.per_caller,
+            ),
+            Overload::SourceBusy => (self.waiting, limits.per_source.min(source_max)),
+            Overload::HostFull => (self.waiting, limits.total),
+        };
+        self.mean_hold()
+            .mul_f64((ahead + 1) as f64 / slots.max(1) as f64)
+    }
+
     fn share(&mut self, caller: &CallerKey) -> &mut Share {
         self.callers.entry(caller.clone()).or_default()
     }
@@ -131,12 +175,15 @@ pub(crate) struct Slot {
     slots: Arc<Slots>,
     caller: CallerKey,
     source: Arc<str>,
+    taken: Instant,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        let held_us = self.taken.elapsed().as_micros() as f64;
         {
             let mut st = self.slots.state.lock().unwrap();
+            st.mean_hold_us += (held_us - st.mean_hold_us) * HOLD_WEIGHT;
             st.running -= 1;
             st.share(&self.caller).running -= 1;
             st.tidy(&self.caller);
@@ -188,8 +235,8 @@ impl Slots {
 
     /// Take a slot for `caller` calling `source`, which may run at most
     /// `source_max` calls at once (its own bound, within the pool's
-    /// `per_source`), waiting at most until `now + max_wait` (or `deadline`,
-    /// if sooner).
+    /// `per_source`), waiting at most until the call's latest start (the
+    /// admission rule, above) and `now + max_wait`, if set.
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         caller: &CallerKey,
@@ -197,7 +244,11 @@ impl Slots {
         source_max: usize,
         deadline: Instant,
     ) -> Result<Slot, Overload> {
-        let wait_until = deadline.min(Instant::now() + self.limits.max_wait);
+        let now = Instant::now();
+        let mut wait_until = match self.limits.max_wait {
+            Some(max) => deadline.min(now + max),
+            None => deadline,
+        };
         let mut waiting: Option<Waiting<'_>> = None;
         loop {
             // Registered before every check but the first (a free slot, the
@@ -222,6 +273,7 @@ impl Slots {
                             slots: self.clone(),
                             caller: caller.clone(),
                             source: source.clone(),
+                            taken: Instant::now(),
                         });
                     }
                     Some(blocker) => {
@@ -233,6 +285,18 @@ impl Slots {
                                 st.tidy(caller);
                                 return Err(Overload::CallerOverShare);
                             }
+                            // The admission rule: wait only for a start
+                            // that leaves the call its observed service
+                            // time; none in sight, refuse now.
+                            let latest_start = deadline.checked_sub(st.mean_hold()).unwrap_or(now);
+                            wait_until = wait_until.min(latest_start);
+                            let expected =
+                                st.expected_wait(&self.limits, caller, source_max, blocker);
+                            if now + expected > wait_until {
+                                st.tidy(caller);
+                                return Err(blocker);
+                            }
+                            let share = st.share(caller);
                             share.waiting += 1;
                             st.waiting += 1;
                             waiting = Some(Waiting {
@@ -287,7 +351,7 @@ mod tests {
             total,
             per_caller,
             per_source,
-            max_wait: Duration::from_millis(50),
+            max_wait: Some(Duration::from_millis(50)),
         })
     }
 
@@ -445,5 +509,73 @@ mod tests {
             );
         }
         assert!(held.iter().all(Result::is_ok));
+    }
+
+    fn unbounded(total: usize) -> Arc<Slots> {
+        Slots::new(SlotLimits {
+            total,
+            per_caller: 10,
+            per_source: 10,
+            max_wait: None,
+        })
+    }
+
+    /// Obeyed: with no `slot_wait_ms`, a call waits past the old 500 ms for
+    /// a slot its request's time still allows, and gets it.
+    #[tokio::test]
+    async fn a_call_waits_as_long_as_its_request_allows() {
+        let s = unbounded(1);
+        let src: Arc<str> = "a".into();
+        let held = s
+            .acquire(&CallerKey::new("1"), &src, ANY, far())
+            .await
+            .unwrap();
+        let s2 = s.clone();
+        let waiter = tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            s2.acquire(&CallerKey::new("2"), &"a".into(), ANY, deadline)
+                .await
+                .is_ok()
+        });
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        drop(held);
+        assert!(waiter.await.unwrap(), "served after 700 ms of waiting");
+    }
+
+    /// Violated: a call that could not start in its request's time (the
+    /// calls ahead of it hold the one slot for the observed mean each) is
+    /// refused on its first poll, without waiting.
+    #[tokio::test]
+    async fn a_queue_that_cannot_be_served_in_time_is_refused_at_once() {
+        let s = unbounded(1);
+        s.state.lock().unwrap().mean_hold_us = 100_000.0;
+        let src: Arc<str> = "a".into();
+        let _held = s
+            .acquire(&CallerKey::new("0"), &src, ANY, far())
+            .await
+            .unwrap();
+        let soon = Instant::now() + Duration::from_millis(450);
+        let who: Vec<CallerKey> = (0..6).map(|i| CallerKey::new(i.to_string())).collect();
+        // One waiter: 100 ms expected, latest start 350 ms away: it waits.
+        let first = s.acquire(&who[1], &src, ANY, soon);
+        tokio::pin!(first);
+        assert!(poll_once(first.as_mut()).await.is_none(), "waits");
+        let second = s.acquire(&who[2], &src, ANY, soon);
+        tokio::pin!(second);
+        assert!(poll_once(second.as_mut()).await.is_none(), "waits");
+        let third = s.acquire(&who[3], &src, ANY, soon);
+        tokio::pin!(third);
+        assert!(poll_once(third.as_mut()).await.is_none(), "waits");
+        // Three ahead: 400 ms expected, past its 350 ms latest start.
+        let fourth = s.acquire(&who[4], &src, ANY, soon);
+        tokio::pin!(fourth);
+        assert_eq!(
+            poll_once(fourth.as_mut()).await.map(|r| r.err()),
+            Some(Some(Overload::HostFull))
+        );
+        // A request with time enough still queues behind them.
+        let patient = s.acquire(&who[5], &src, ANY, far());
+        tokio::pin!(patient);
+        assert!(poll_once(patient.as_mut()).await.is_none(), "waits");
     }
 }

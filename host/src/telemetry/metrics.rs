@@ -146,6 +146,10 @@ pub struct Metrics {
     pub worker_turns_skipped: Counter,
     pub guest_calls_from_standby: Counter,
     pub standby_instances: Gauge,
+    pub guest_calls_warm: Counter,
+    pub warm_instances: Gauge,
+    pub warm_memory_bytes: Gauge,
+    pub warm_retired: Family<ReasonLabels, Counter>,
     pub page_entries: AtomicHistogram,
     pub page_bytes: AtomicHistogram,
     pub pages_cut_by_bytes: Counter,
@@ -183,6 +187,10 @@ impl Metrics {
             worker_turns_skipped: Counter::default(),
             guest_calls_from_standby: Counter::default(),
             standby_instances: Gauge::default(),
+            guest_calls_warm: Counter::default(),
+            warm_instances: Gauge::default(),
+            warm_memory_bytes: Gauge::default(),
+            warm_retired: Family::default(),
             page_entries: counts(),
             page_bytes: bytes(),
             pages_cut_by_bytes: Counter::default(),
@@ -288,6 +296,26 @@ impl Metrics {
             "guest_standby_instances",
             "Never-called instances kept ready now, at most [runtime] standby_instances (each holds a pool instance and its memory)",
             m.standby_instances.clone(),
+        );
+        r.register(
+            "guest_calls_warm",
+            "Guest calls that ran in an instance kept after an earlier call of the same caller (principal and scopes) and source ([runtime] warm_instances)",
+            m.guest_calls_warm.clone(),
+        );
+        r.register(
+            "guest_warm_instances",
+            "Instances kept now for their caller's next call, at most [runtime] warm_instances (each holds a pool instance and its memory)",
+            m.warm_instances.clone(),
+        );
+        r.register(
+            "guest_warm_memory_bytes",
+            "Linear memory the kept instances hold now, together (each at most its source's memory budget)",
+            m.warm_memory_bytes.clone(),
+        );
+        r.register(
+            "guest_warm_retired",
+            "Kept instances dropped, by reason: calls (served [runtime] warm_max_calls), idle (waited warm_idle_ms), evicted (the bound was full), relinked (source trimmed), invalid_result (a result of that caller was invalid)",
+            m.warm_retired.clone(),
         );
         r.register(
             "page_entries",
@@ -494,6 +522,13 @@ impl Metrics {
     }
 
     /// An idle source was relinked (`runtime::trim`).
+    /// `n` kept instances dropped for `reason`.
+    pub fn warm_retired(&self, reason: &'static str, n: u64) {
+        self.warm_retired
+            .get_or_create(&ReasonLabels { reason })
+            .inc_by(n);
+    }
+
     pub fn source_trimmed(&self, source: &str) {
         self.source_trims
             .get_or_create(&SourceLabels {

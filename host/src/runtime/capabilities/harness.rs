@@ -135,7 +135,7 @@ impl Harness {
         let state = HostState {
             table,
             memory: MemoryAccount::new(self.memory_bytes),
-            capabilities,
+            capabilities: Some(capabilities),
             deadline,
             cancel: self.cancel.clone(),
         };

@@ -262,7 +262,11 @@ impl Capability for Http {
 
 impl WasiHttpView for HostState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        let HttpCall { ctx, hooks } = &mut self.capabilities.http;
+        let HttpCall { ctx, hooks } = &mut self
+            .capabilities
+            .as_mut()
+            .expect(crate::runtime::host_state::PARKED)
+            .http;
         // The call's memory account, for what its requests hold.
         let memory = &self.memory;
         hooks.memory.get_or_insert_with(|| memory.share());

@@ -238,7 +238,12 @@ impl Capability for Wasi {
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
-            ctx: self.capabilities.wasi.ctx(),
+            ctx: self
+                .capabilities
+                .as_mut()
+                .expect(crate::runtime::host_state::PARKED)
+                .wasi
+                .ctx(),
             table: &mut self.table,
         }
     }
