@@ -10,6 +10,12 @@
 // - requireSubject(context): the caller's user id, or throws the
 //   `failed` source-error a per-user source must give without one;
 // - remainingMs(context): the time left before the call's deadline.
+//
+// Module state may persist between calls of one caller (the host keeps an
+// instance for that caller's next call) and never reaches another caller; do
+// not rely on it being empty or kept, and never mix callers' data in it.
+// Handles (connections, requests) never persist. See the book: Concepts,
+// "Instances".
 
 export const MAX_KEY_LEN = 256;
 export const SEPARATOR = '!';

@@ -13,6 +13,11 @@ bindings, so they test on any Python:
 - ``subject_of(context)``: the caller's user id or ``None``; a per-user
   source must refuse on ``None`` (``require_subject`` raises what you pass);
 - ``remaining_ms(context)``: the time left before the call's deadline.
+
+Module globals may persist between calls of one caller (the host keeps an
+instance for that caller's next call) and never reach another caller; do not
+rely on them being empty or kept, and never mix callers' data in them. Handles
+(connections, requests) never persist. See the book: Concepts, "Instances".
 """
 import time
 from typing import Any, Callable, Iterable, List, Optional, Tuple, TypeVar

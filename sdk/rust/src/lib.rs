@@ -14,6 +14,12 @@
 //!
 //! The rules a source must keep are stated once, in the README's "Writing a
 //! guest"; `emseepea test-source FILE.wasm` checks them before you deploy.
+//!
+//! Statics may persist between calls of one caller (the host keeps an
+//! instance for that caller's next call) and never reach another caller; do
+//! not rely on them being empty or kept, and never mix callers' data in
+//! them. Handles (connections, requests) never persist. See the book:
+//! Concepts, "Instances".
 
 pub mod deadline;
 pub mod keys;
