@@ -90,8 +90,10 @@ fn count(answers: &[Answer], status: u16) -> usize {
 
 /// Observed: one caller's 200 parallel reads of a slow source pushed bob's
 /// unrelated listing behind them (9 ms → 3-5 s), because the one FIFO
-/// semaphore served them first. Now alice runs her share (32 of 64) and is
-/// told to slow down; bob's listing is served while her reads still run.
+/// semaphore served them first. Now alice runs her share (32 of 64), queues
+/// what can still start in her requests' time (at most four shares), and
+/// is told to slow down for the rest, at once or when her queue's turn
+/// would come too late; bob's listing is served while her reads still run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_callers_200_slow_reads_leave_bob_served_and_get_429() {
     let s = slow_server(10_000, "");

@@ -18,6 +18,13 @@
 //! the pool serves in time is answered fast, with `Retry-After`, while a
 //! burst the pool works through in time waits its turn.
 //!
+//! Waiting is fair between callers: a freed slot is handed (under the lock,
+//! so no waiter races another for it) to the waiting call it can serve
+//! whose caller runs the fewest calls, the earliest of those first. So a
+//! caller's long queue delays that caller's own calls, not another's, and a
+//! caller may queue up to `QUEUE_SHARES` shares' worth of calls (what its
+//! request time lets it wait for), not one share.
+//!
 //! Who a caller is stays opaque here: the layer above names it with a
 //! [`CallerKey`]; the runtime only counts per key.
 
@@ -80,17 +87,23 @@ pub enum Overload {
 pub(crate) struct Slots {
     limits: SlotLimits,
     state: Mutex<State>,
-    released: Notify,
 }
 
 #[derive(Default)]
 struct State {
     running: usize,
-    /// Calls waiting for a slot, all callers together: a release wakes
-    /// waiters only when there are any.
+    /// Calls waiting for a slot, all callers together (`queue.len()`).
     waiting: usize,
     callers: HashMap<CallerKey, Share>,
     sources: HashMap<Arc<str>, usize>,
+    /// The waiting calls, in arrival order. Each is blocked by some limit:
+    /// one that was not is handed a slot as soon as one is free.
+    queue: std::collections::VecDeque<Waiter>,
+    /// Callers with at least one call in `queue`.
+    waiting_callers: usize,
+    next_ticket: u64,
+    /// Slots given so far (the clock of `Share::served`).
+    grants: u64,
     /// How long a call holds its slot, on average (µs; exponentially
     /// weighted, 1/16 per call): the admission rule's service time.
     mean_hold_us: f64,
@@ -99,10 +112,30 @@ struct State {
 /// Weight of each finished call in `mean_hold_us`.
 const HOLD_WEIGHT: f64 = 1.0 / 16.0;
 
+/// How often a waiting call looks at its latest start again.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// A caller may have this many shares' worth of calls waiting (beyond its
+/// running share); past it, it is refused at once whatever its time.
+pub(crate) const QUEUE_SHARES: usize = 4;
+
+/// A call waiting for a slot.
+struct Waiter {
+    ticket: u64,
+    caller: CallerKey,
+    source: Arc<str>,
+    source_max: usize,
+    /// Notified once the slot is handed to it.
+    handed: Arc<Notify>,
+}
+
 #[derive(Default)]
 struct Share {
     running: usize,
     waiting: usize,
+    /// When it was last given a slot (`State::grants` then): of two callers
+    /// running as many calls, the one served longer ago goes first.
+    served: u64,
 }
 
 impl State {
@@ -131,6 +164,12 @@ impl State {
         Duration::from_micros(self.mean_hold_us as u64)
     }
 
+    /// The latest a call of a request ending at `deadline` may start and
+    /// still finish, at the observed service time.
+    fn latest_start(&self, deadline: Instant, now: Instant) -> Instant {
+        deadline.checked_sub(self.mean_hold()).unwrap_or(now)
+    }
+
     /// How long a call that must wait behind `blocker` can expect to: the
     /// calls waiting ahead of it (and itself) through the slots of that
     /// limit, each held for the observed mean.
@@ -141,13 +180,15 @@ impl State {
         source_max: usize,
         blocker: Overload,
     ) -> Duration {
+        let mine = self.callers.get(caller).map_or(0, |s| s.waiting);
+        // Freed slots go round the waiting callers: ahead of this call are
+        // its caller's own, and about as many of each other caller's.
+        let callers = self.waiting_callers + usize::from(mine == 0);
+        let fair_ahead = (mine * callers + callers - 1).min(self.waiting);
         let (ahead, slots) = match blocker {
-            Overload::CallerOverShare => (
-                self.callers.get(caller).map_or(0, |s| s.waiting),
-                limits.per_caller,
-            ),
-            Overload::SourceBusy => (self.waiting, limits.per_source.min(source_max)),
-            Overload::HostFull => (self.waiting, limits.total),
+            Overload::CallerOverShare => (mine, limits.per_caller.min(source_max)),
+            Overload::SourceBusy => (fair_ahead, limits.per_source.min(source_max)),
+            Overload::HostFull => (fair_ahead, limits.total),
         };
         self.mean_hold()
             .mul_f64((ahead + 1) as f64 / slots.max(1) as f64)
@@ -155,6 +196,91 @@ impl State {
 
     fn share(&mut self, caller: &CallerKey) -> &mut Share {
         self.callers.entry(caller.clone()).or_default()
+    }
+
+    /// Count a call of `caller` on `source` as running.
+    fn admit(&mut self, caller: &CallerKey, source: &Arc<str>) {
+        self.running += 1;
+        self.grants += 1;
+        let grants = self.grants;
+        let share = self.share(caller);
+        share.running += 1;
+        share.served = grants;
+        *self.sources.entry(source.clone()).or_default() += 1;
+    }
+
+    /// Uncount a running call (its slot is free), which held it for `held`
+    /// (`None`: never used, no service time to learn from).
+    fn release(&mut self, caller: &CallerKey, source: &str, held: Option<Duration>) {
+        if let Some(held) = held {
+            let held_us = held.as_micros() as f64;
+            self.mean_hold_us += (held_us - self.mean_hold_us) * HOLD_WEIGHT;
+        }
+        self.running -= 1;
+        self.share(caller).running -= 1;
+        self.tidy(caller);
+        if let Some(n) = self.sources.get_mut(source) {
+            *n -= 1;
+            if *n == 0 {
+                self.sources.remove(source);
+            }
+        }
+    }
+
+    /// Count `waiter` as waiting, at the end of the queue.
+    fn enqueue(&mut self, waiter: Waiter) {
+        let share = self.share(&waiter.caller);
+        share.waiting += 1;
+        if share.waiting == 1 {
+            self.waiting_callers += 1;
+        }
+        self.waiting += 1;
+        self.queue.push_back(waiter);
+    }
+
+    /// Take the waiter at `index` out of the queue (handed a slot, gone).
+    fn dequeue(&mut self, index: usize) -> Waiter {
+        let waiter = self.queue.remove(index).expect("a queued waiter");
+        self.waiting -= 1;
+        let share = self.share(&waiter.caller);
+        share.waiting -= 1;
+        if share.waiting == 0 {
+            self.waiting_callers -= 1;
+        }
+        self.tidy(&waiter.caller);
+        waiter
+    }
+
+    /// Hand free slots to waiters: each to the waiting call it can serve
+    /// whose caller runs the fewest calls, of those the caller served
+    /// longest ago (round and round), that caller's earliest call first.
+    fn hand_over(&mut self, limits: &SlotLimits) {
+        while !self.queue.is_empty() && self.running < limits.total {
+            let mut best: Option<(usize, (usize, u64))> = None;
+            for (i, w) in self.queue.iter().enumerate() {
+                if self
+                    .blocker(limits, &w.caller, &w.source, w.source_max)
+                    .is_some()
+                {
+                    continue;
+                }
+                let rank = self
+                    .callers
+                    .get(&w.caller)
+                    .map_or((0, 0), |s| (s.running, s.served));
+                if best.is_none_or(|(_, first)| rank < first) {
+                    best = Some((i, rank));
+                }
+            }
+            let Some((i, _)) = best else { return };
+            let waiter = self.dequeue(i);
+            self.admit(&waiter.caller, &waiter.source);
+            waiter.handed.notify_one();
+        }
+    }
+
+    fn queued(&self, ticket: u64) -> Option<usize> {
+        self.queue.iter().position(|w| w.ticket == ticket)
     }
 
     /// Forget a caller with nothing running or waiting: the map holds only
@@ -170,7 +296,7 @@ impl State {
     }
 }
 
-/// A taken slot; dropping it gives the slot back and wakes the waiters.
+/// A taken slot; dropping it gives the slot back and hands it on.
 pub(crate) struct Slot {
     slots: Arc<Slots>,
     caller: CallerKey,
@@ -180,42 +306,53 @@ pub(crate) struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let held_us = self.taken.elapsed().as_micros() as f64;
-        {
-            let mut st = self.slots.state.lock().unwrap();
-            st.mean_hold_us += (held_us - st.mean_hold_us) * HOLD_WEIGHT;
-            st.running -= 1;
-            st.share(&self.caller).running -= 1;
-            st.tidy(&self.caller);
-            if let Some(n) = st.sources.get_mut(&*self.source) {
-                *n -= 1;
-                if *n == 0 {
-                    st.sources.remove(&*self.source);
-                }
-            }
-            // A waiter counts itself under this lock when it finds no slot,
-            // after registering for the wake-up: none counted, none to wake.
-            if st.waiting == 0 {
-                return;
-            }
-        }
-        self.slots.released.notify_waiters();
+        let mut st = self.slots.state.lock().unwrap();
+        st.release(&self.caller, &self.source, Some(self.taken.elapsed()));
+        st.hand_over(&self.slots.limits);
     }
 }
 
-/// A call counted as waiting for its caller; uncounted when it stops
-/// waiting, whether it got a slot, was refused or was dropped.
-struct Waiting<'a> {
+/// A call in the queue; dropped (refused, or its request gone), it leaves
+/// the queue, or gives back the slot it was handed meanwhile.
+struct InQueue<'a> {
     slots: &'a Slots,
+    ticket: u64,
     caller: &'a CallerKey,
+    source: &'a Arc<str>,
 }
 
-impl Drop for Waiting<'_> {
+impl InQueue<'_> {
+    /// Whether the slot was handed over: then it is the caller's (counted
+    /// as running); else the call leaves the queue.
+    fn settle(self) -> bool {
+        let handed = {
+            let mut st = self.slots.state.lock().unwrap();
+            match st.queued(self.ticket) {
+                Some(i) => {
+                    st.dequeue(i);
+                    false
+                }
+                None => true,
+            }
+        };
+        std::mem::forget(self);
+        handed
+    }
+}
+
+impl Drop for InQueue<'_> {
     fn drop(&mut self) {
         let mut st = self.slots.state.lock().unwrap();
-        st.waiting -= 1;
-        st.share(self.caller).waiting -= 1;
-        st.tidy(self.caller);
+        match st.queued(self.ticket) {
+            Some(i) => {
+                st.dequeue(i);
+            }
+            // Handed a slot the call will never use: on to the next.
+            None => {
+                st.release(self.caller, self.source, None);
+                st.hand_over(&self.slots.limits);
+            }
+        }
     }
 }
 
@@ -229,7 +366,6 @@ impl Slots {
                 max_wait: limits.max_wait,
             },
             state: Mutex::new(State::default()),
-            released: Notify::new(),
         })
     }
 
@@ -245,79 +381,75 @@ impl Slots {
         deadline: Instant,
     ) -> Result<Slot, Overload> {
         let now = Instant::now();
-        let mut wait_until = match self.limits.max_wait {
-            Some(max) => deadline.min(now + max),
-            None => deadline,
+        let slot = || Slot {
+            slots: self.clone(),
+            caller: caller.clone(),
+            source: source.clone(),
+            taken: Instant::now(),
         };
-        let mut waiting: Option<Waiting<'_>> = None;
-        loop {
-            // Registered before every check but the first (a free slot, the
-            // common case, needs no wake-up), so a release between the check
-            // and the wait still wakes us.
-            let notified = self.released.notified();
-            tokio::pin!(notified);
-            let first = waiting.is_none();
-            if !first {
-                notified.as_mut().enable();
-            }
-            let blocker = {
-                let mut st = self.state.lock().unwrap();
-                match st.blocker(&self.limits, caller, source, source_max) {
-                    None => {
-                        st.running += 1;
-                        st.share(caller).running += 1;
-                        *st.sources.entry(source.clone()).or_default() += 1;
-                        drop(st);
-                        drop(waiting);
-                        return Ok(Slot {
-                            slots: self.clone(),
-                            caller: caller.clone(),
-                            source: source.clone(),
-                            taken: Instant::now(),
-                        });
-                    }
-                    Some(blocker) => {
-                        if waiting.is_none() {
-                            // A caller queues at most one share's worth of
-                            // calls; beyond that, waiting only holds memory.
-                            let share = st.share(caller);
-                            if caller.0 != Key::Host && share.waiting >= self.limits.per_caller {
-                                st.tidy(caller);
-                                return Err(Overload::CallerOverShare);
-                            }
-                            // The admission rule: wait only for a start
-                            // that leaves the call its observed service
-                            // time; none in sight, refuse now.
-                            let latest_start = deadline.checked_sub(st.mean_hold()).unwrap_or(now);
-                            wait_until = wait_until.min(latest_start);
-                            let expected =
-                                st.expected_wait(&self.limits, caller, source_max, blocker);
-                            if now + expected > wait_until {
-                                st.tidy(caller);
-                                return Err(blocker);
-                            }
-                            let share = st.share(caller);
-                            share.waiting += 1;
-                            st.waiting += 1;
-                            waiting = Some(Waiting {
-                                slots: self,
-                                caller,
-                            });
-                        }
-                        blocker
-                    }
-                }
+        let handed = Arc::new(Notify::new());
+        let (ticket, blocker, cap) = {
+            let mut st = self.state.lock().unwrap();
+            // Waiting calls are all blocked (a free slot is handed on at
+            // once): a call that is not may run now.
+            let Some(blocker) = st.blocker(&self.limits, caller, source, source_max) else {
+                st.admit(caller, source);
+                drop(st);
+                return Ok(slot());
             };
-            if first {
-                // Not registered yet: register, then look again.
-                continue;
+            let queued = st.callers.get(caller).map_or(0, |s| s.waiting);
+            if caller.0 != Key::Host && queued >= QUEUE_SHARES * self.limits.per_caller {
+                return Err(Overload::CallerOverShare);
             }
-            if tokio::time::timeout_at(wait_until.into(), notified)
-                .await
-                .is_err()
-            {
+            // The admission rule: wait only for a start that leaves the
+            // call its observed service time; none in sight, refuse now.
+            let cap = self
+                .limits
+                .max_wait
+                .map_or(deadline, |max| deadline.min(now + max));
+            let wait_until = cap.min(st.latest_start(deadline, now));
+            if now + st.expected_wait(&self.limits, caller, source_max, blocker) > wait_until {
                 return Err(blocker);
             }
+            let ticket = st.next_ticket;
+            st.next_ticket += 1;
+            st.enqueue(Waiter {
+                ticket,
+                caller: caller.clone(),
+                source: source.clone(),
+                source_max,
+                handed: handed.clone(),
+            });
+            (ticket, blocker, cap)
+        };
+        let in_queue = InQueue {
+            slots: self,
+            ticket,
+            caller,
+            source,
+        };
+        // The latest start is looked at again as calls finish and teach
+        // the mean: a call learns it cannot finish in time when it can't.
+        let mut notified = std::pin::pin!(handed.notified());
+        loop {
+            let now = Instant::now();
+            let until = cap.min(self.state.lock().unwrap().latest_start(deadline, now));
+            if now >= until {
+                break;
+            }
+            let look_again = until.min(now + RECHECK);
+            // A hand-over before this await leaves a permit: never lost.
+            if tokio::time::timeout_at(look_again.into(), notified.as_mut())
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
+        if in_queue.settle() {
+            Ok(slot())
+        } else {
+            Err(blocker)
         }
     }
 
@@ -393,24 +525,68 @@ mod tests {
         let alice = CallerKey::new("alice");
         let src: Arc<str> = "a".into();
         let _running = s.acquire(&alice, &src, ANY, far()).await.unwrap();
-        let s2 = s.clone();
-        let queued = tokio::spawn(async move {
-            s2.acquire(&CallerKey::new("alice"), &"a".into(), ANY, far())
-                .await
-                .err()
-        });
-        // Wait until the spawned call is queued.
-        while s.state.lock().unwrap().callers[&alice].waiting == 0 {
+        let queued: Vec<_> = (0..QUEUE_SHARES)
+            .map(|_| {
+                let s2 = s.clone();
+                tokio::spawn(async move {
+                    s2.acquire(&CallerKey::new("alice"), &"a".into(), ANY, far())
+                        .await
+                        .err()
+                })
+            })
+            .collect();
+        // Wait until the spawned calls are queued.
+        while s.state.lock().unwrap().callers[&alice].waiting < QUEUE_SHARES {
             tokio::task::yield_now().await;
         }
         // Refused on the first poll: it does not wait at all.
-        let third = s.acquire(&alice, &src, ANY, far());
-        tokio::pin!(third);
+        let over = s.acquire(&alice, &src, ANY, far());
+        tokio::pin!(over);
         assert_eq!(
-            poll_once(third.as_mut()).await.map(|r| r.err()),
+            poll_once(over.as_mut()).await.map(|r| r.err()),
             Some(Some(Overload::CallerOverShare))
         );
-        assert_eq!(queued.await.unwrap(), Some(Overload::CallerOverShare));
+        for q in queued {
+            assert_eq!(q.await.unwrap(), Some(Overload::CallerOverShare));
+        }
+    }
+
+    /// Fair: while alice has a long queue for the one slot, bob's call,
+    /// arriving last, is handed the next free slot (alice was served last).
+    #[tokio::test]
+    async fn a_freed_slot_goes_to_the_caller_running_fewest() {
+        let s = Slots::new(SlotLimits {
+            total: 1,
+            per_caller: 4,
+            per_source: 4,
+            max_wait: None,
+        });
+        let (alice, bob) = (CallerKey::new("alice"), CallerKey::new("bob"));
+        let src: Arc<str> = "a".into();
+        let running = s.acquire(&alice, &src, ANY, far()).await.unwrap();
+        let mut hers = Vec::new();
+        for _ in 0..3 {
+            let s2 = s.clone();
+            hers.push(tokio::spawn(async move {
+                s2.acquire(&CallerKey::new("alice"), &"a".into(), ANY, far())
+                    .await
+                    .map(drop)
+            }));
+        }
+        while s.state.lock().unwrap().waiting < 3 {
+            tokio::task::yield_now().await;
+        }
+        let his = s.acquire(&bob, &src, ANY, far());
+        tokio::pin!(his);
+        assert!(poll_once(his.as_mut()).await.is_none(), "bob waits");
+        drop(running);
+        let slot = poll_once(his.as_mut()).await;
+        assert!(matches!(slot, Some(Ok(_))), "bob was handed the slot");
+        assert_eq!(s.state.lock().unwrap().waiting, 3, "alice's still wait");
+        drop(slot);
+        for h in hers {
+            assert!(h.await.unwrap().is_ok());
+        }
     }
 
     #[tokio::test]
