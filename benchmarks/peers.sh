@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# The side-by-side run of BENCHMARKS.md: emseepea (release, catalog guest,
+# The side-by-side run of the book's Performance chapter: emseepea (release,
 # dev bearer token, sealed cursors, a legacy session per connection; empty
-# precompile cache, so it compiles at start) beside the peers' servers.
+# precompile cache, so it compiles at start) with a source in each language,
+# the Rust catalog (emseepea), python-notes (emseepea-py) and js-catalog
+# (emseepea-js), beside the peers' servers; then the per-language ratios.
 # Usage: benchmarks/peers.sh [RUNS] [SECONDS]   (after benchmarks/setup.sh);
 #   ends with benchmarks/targets.py on the run (issue 14's targets, cell by cell).
 #   ALSO=ems-inline.toml benchmarks/peers.sh ...   a second emseepea (another
 #   config in target/ems, as "emseepea-2") in the same run, cell by cell;
 #   ALSO_BIN=PATH runs that second server from another binary (a baseline).
+#   LANGS="py js" picks the interpreted servers (LANGS="" for none);
 #   PEERS="rmcp python-2w" picks the peers; BENCH_ARGS="-m fixed -c 1" adds
 #   bench.sh options (one cell, say, to find what a cell depends on).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release/emseepea
 cd "$ROOT/target/ems"
-rm -rf state/cache state2
+rm -rf state/cache state2 state-py state-js
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
-# start NAME CONFIG PORT STATE_DIR: a server, then its `-H` and URL arguments.
+# start NAME CONFIG PORT STATE_DIR [SCOPE]: a server, then its `-H` and URL arguments.
 ARGS=()
 start() {
   local log="$ROOT/target/ems/bench-$1.log"
@@ -26,10 +29,16 @@ start() {
   PIDS+=($!)
   for _ in $(seq 300); do grep -q "listening on" "$log" && break; sleep 0.2; done
   local token
-  token=$($B token --config "bench-$1.toml" --sub alice --scope catalog:read --audience "http://127.0.0.1:$3/mcp")
+  token=$($B token --config "bench-$1.toml" --sub alice --scope "${5:-catalog:read}" --audience "http://127.0.0.1:$3/mcp")
   ARGS+=(-H "$1=Authorization: Bearer $token" --prime "$1" "$1=http://127.0.0.1:$3/mcp@SESSION")
 }
 start emseepea ems.toml 18301 state
+for lang in ${LANGS-py js}; do
+  case $lang in
+    py) start emseepea-py ems-py.toml 18321 state-py notes:read ;;
+    js) start emseepea-js ems-js.toml 18331 state-js catalog:read ;;
+  esac
+done
 if [ -n "${ALSO:-}" ]; then start emseepea-2 "$ALSO" 18311 state2; fi
 # The VM's idle policy moves every one-client figure (BENCHMARKS.md,
 # twenty-fifth round): say what it was.
@@ -51,3 +60,5 @@ if [ -n "${ALSO:-}" ]; then
   echo
   python3 "$ROOT/benchmarks/targets.py" "${latest}results.jsonl" emseepea-2
 fi
+echo
+python3 "$ROOT/benchmarks/targets.py" "${latest}results.jsonl" --languages

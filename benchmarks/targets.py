@@ -2,8 +2,12 @@
 """Issue 14's targets, cell by cell, from one bench.sh run (stdlib only).
 
 Usage: benchmarks/targets.py RESULTS.jsonl [SERVER]
+       benchmarks/targets.py RESULTS.jsonl --languages
   RESULTS.jsonl: what ../shared/peers/bench.sh wrote (benchmarks/peers.sh
   prints its directory); SERVER: the emseepea column (default "emseepea").
+  --languages: issue 51's table instead: each emseepea server against the
+  SDK server of its source's language (Rust: rmcp, Python: python-2w,
+  JavaScript: ts-sdk), with errors and p99.
 
 Prints, for every mode and client count, emseepea against rmcp (pages/s and
 pages per server CPU-second), p99, and the multiples of the TypeScript and
@@ -48,6 +52,54 @@ def load(path):
         per_cpu = rps / statistics.median(cores) if cores else None
         cells[key] = {"rps": rps, "p99": p99, "per_cpu": per_cpu}
     return cells
+
+
+# Issue 51: (emseepea server, its language's SDK server, language, the
+# multiple asked at C >= 16, the multiple asked at C = 1).
+LANGUAGES = (
+    ("emseepea", "rmcp", "Rust", 1.0, 1.0),
+    ("emseepea-py", "python-2w", "Python", 1.0, 0.7),
+    ("emseepea-js", "ts-sdk", "JavaScript", 1.0, 0.7),
+)
+
+
+def errors(path):
+    """(mode, server, conns) -> errors summed over the runs."""
+    out = defaultdict(int)
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                r = json.loads(line)
+                if "driver" in r:
+                    d = r["driver"]
+                    out[(d["mode"], r["server"], d["conns"])] += d.get("errors", 0)
+    return out
+
+
+def languages(path):
+    """Each language's emseepea server against its SDK server, cell by cell."""
+    cells = load(path)
+    errs = errors(path)
+    print(f"Issue 51's targets ({path})")
+    print()
+    print("| language | mode, C | pages/s (SDK) | × SDK | errors | p99 ms (SDK) |")
+    print("|---|---|---|---|---|---|")
+    for ours, sdk, name, wanted, wanted_at_1 in LANGUAGES:
+        for mode in ("fixed", "traversal"):
+            for c in sorted({k[2] for k in cells if k[1] == ours and k[0] == mode}):
+                e, p = cells.get((mode, ours, c)), cells.get((mode, sdk, c))
+                if e is None or p is None:
+                    continue
+                r = e["rps"] / p["rps"]
+                need = wanted_at_1 if c == 1 else wanted
+                n = errs[(mode, ours, c)]
+                p99 = "" if c < 64 else (" ok" if e["p99"] <= p["p99"] else " worse")
+                print(
+                    f"| {name} | {mode}, {c} | {e['rps']:.0f} ({p['rps']:.0f}) "
+                    f"| {r:.2f} {verdict(r >= need)} (≥ {need}) | {n}{'' if n == 0 or c < 64 else ' refused'} "
+                    f"| {e['p99']:.1f} ({p['p99']:.1f}){p99} |"
+                )
 
 
 def verdict(ok):
@@ -161,6 +213,10 @@ def best(cells, mode, server):
     rates = [v["rps"] for (m, s, _), v in cells.items() if m == mode and s == server]
     return max(rates) if rates else None
 
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[2] == "--languages":
+    languages(sys.argv[1])
+    sys.exit(0)
 
 if __name__ == "__main__":
     if len(sys.argv) not in (2, 3):
