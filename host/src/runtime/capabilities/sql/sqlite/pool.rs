@@ -194,6 +194,16 @@ impl Database {
         Ok(conn)
     }
 
+    /// A pooled connection under `limits`, if one is idle: no file is
+    /// opened, nothing blocks, so the caller need not leave its thread.
+    pub fn checkout_idle(
+        &self,
+        limits: CallLimits,
+    ) -> Option<rusqlite::Result<rusqlite::Connection>> {
+        let conn = self.idle.lock().unwrap().pop()?;
+        Some(apply_limits(&conn, limits).map(|()| conn))
+    }
+
     /// Give a connection back: pooled if provably clean, else closed.
     pub fn checkin(&self, conn: rusqlite::Connection, limits: CallLimits) {
         if let Err(dirty) = check_clean(&conn, self.access, limits) {
