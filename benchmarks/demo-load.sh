@@ -25,6 +25,8 @@ for db, guest in (("documents", "documents"), ("notes", "python-notes")):
     conn.commit()
 PY
 sed -e "s#\.\./target#$ROOT/target#g" "$ROOT/guest-examples/demo.toml" > "$CFG"
+# RUNTIME="warm_instances = 0" benchmarks/demo-load.sh: the same with other [runtime] settings.
+if [ -n "${RUNTIME:-}" ]; then printf '\n[runtime]\n%b\n' "$RUNTIME" >> "$CFG"; fi
 $B serve --config "$CFG" > "$ROOT/target/ems/demo-load.log" 2>&1 &
 P=$!
 trap 'kill $P 2>/dev/null || true' EXIT
