@@ -2,8 +2,9 @@
 //! and shut down gracefully on SIGINT/SIGTERM.
 
 use crate::admin::{self, Health, Phase};
+use crate::auth::config::AuthMethod;
 use crate::auth::{Auth, Credentials};
-use crate::config::{AuthMethod, Config};
+use crate::config::Config;
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
 use crate::listener::{
     AcceptFailures, ConnectionLimits, RateLimitedLog, YieldingStream, repoll_self_wakes,
@@ -227,7 +228,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         app.sources.runtime.open_connections(),
     );
     let mut failures = AcceptFailures::default();
-    let mut refusals = RateLimitedLog::new(crate::config::ACCEPT_LOG_INTERVAL);
+    let mut refusals = RateLimitedLog::new(crate::listener::accept::ACCEPT_LOG_INTERVAL);
     loop {
         tokio::select! {
             accepted = listener.accept() => {

@@ -22,7 +22,7 @@
 //! so matching is linear in the URI whatever the template: no backtracking,
 //! no per-active-state work.
 
-use crate::config::{MAX_TEMPLATE_EXPRESSIONS, MAX_TEMPLATE_LEN};
+use crate::limits::{MAX_TEMPLATE_EXPRESSIONS, MAX_TEMPLATE_LEN};
 use std::collections::{HashMap, VecDeque};
 
 #[derive(Clone, Debug, PartialEq, Eq)]

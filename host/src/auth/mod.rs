@@ -8,13 +8,15 @@
 
 mod cache;
 mod challenge;
+pub mod config;
 mod metadata;
 mod principal;
 pub mod verifier;
 
 pub use principal::{Principal, valid_subject};
 
-use crate::config::{AuthMethod, Config};
+use crate::auth::config::AuthMethod;
+use crate::config::Config;
 use cache::TokenCache;
 use http::HeaderMap;
 use std::sync::Arc;
@@ -34,7 +36,7 @@ pub enum AuthSetupError {
     ClientSecretNotLoaded,
     #[error(
         "the resource URL ([auth] resource, or derived from http.endpoint) is longer than {} bytes",
-        crate::config::MAX_URI_LEN
+        crate::limits::MAX_URI_LEN
     )]
     ResourceTooLong,
 }
@@ -119,7 +121,7 @@ impl Auth {
         };
         // Every challenge names the metadata URL: bounded so that it fits
         // (`challenge`).
-        if resource.len() > crate::config::MAX_URI_LEN {
+        if resource.len() > crate::limits::MAX_URI_LEN {
             return Err(AuthSetupError::ResourceTooLong);
         }
         let metadata_url = metadata::url_for(&resource);

@@ -11,12 +11,13 @@
 
 use super::principals::{self, PrincipalSpec, Role, TestPrincipal};
 use super::report::{BudgetRow, PrincipalRow, Report, Rule, Stat, shorten};
-use crate::config::{Config, ConfigError, DEFAULT_PAGE_SIZE};
+use crate::config::{Config, ConfigError};
 use crate::inventory::StaticResources;
 use crate::inventory::access::may_access;
 use crate::inventory::pager::call_context;
 use crate::inventory::read::{ContentJson, ReadError, read};
 use crate::inventory::validate::{PageViolation, UriSet, validate_page};
+use crate::mcp::config::DEFAULT_PAGE_SIZE;
 use crate::runtime::{
     Access, GuestError, GuestPage, LoadError, RequestScope, Runtime, RuntimeSetupError, Source,
     SourceSet,

@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod caller;
+pub mod config;
 pub mod errors;
 pub mod exchange;
 pub mod http;

@@ -30,7 +30,7 @@ use super::methods::{self, Ctx};
 use super::model::{ErrorObject, ErrorResponse, to_bytes};
 use super::session::Session;
 use super::version::Version;
-use crate::config::{Config, STDIO_MAX_IN_FLIGHT};
+use crate::config::Config;
 use crate::runtime::RequestScope;
 use http::HeaderMap;
 use http::header::{AUTHORIZATION, HeaderValue};
@@ -42,6 +42,11 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// `emseepea stdio`: requests of the one client running at once (and
+/// answers waiting for stdout). Reading stdin pauses at this bound, so a
+/// client that never reads its answers cannot grow the host's memory.
+pub const STDIO_MAX_IN_FLIGHT: usize = 64;
 
 /// The environment variable that carries the caller's bearer token.
 pub const TOKEN_ENV: &str = "EMSEEPEA_TOKEN";

@@ -18,7 +18,7 @@
 //! happens in-process on an engine and a thread pool of its own.
 
 use super::cache::CacheError;
-use crate::config::RuntimeConfig;
+use crate::runtime::config::RuntimeConfig;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

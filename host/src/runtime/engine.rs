@@ -6,7 +6,7 @@ use super::guest_threads::GuestThreads;
 use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
 use super::standby::StandbyBound;
-use crate::config::RuntimeConfig;
+use crate::runtime::config::RuntimeConfig;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;

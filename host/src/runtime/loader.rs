@@ -15,12 +15,11 @@ use super::engine::{Runtime, one_line_chain};
 use super::host_state::HostState;
 use super::page::GuestPage;
 use super::scope::RequestScope;
-use crate::config::{
-    BudgetConfig, BudgetProblem, Config, ConfigError, MAX_CHALLENGE_SCOPES_BYTES,
-    STARTUP_CALL_DURATION_MS, SourceManifest, check_budget,
-};
+use crate::config::{Config, ConfigError, SourceManifest};
 use crate::distribution::signature::{self, KeysError, Policy, SignatureProblem, Verdict};
 use crate::guest_text::GuestText;
+use crate::limits::MAX_CHALLENGE_SCOPES_BYTES;
+use crate::runtime::config::{BudgetConfig, BudgetProblem, STARTUP_CALL_DURATION_MS, check_budget};
 use crate::telemetry::metrics::ExportSeries;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};

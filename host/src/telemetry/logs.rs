@@ -2,7 +2,8 @@
 //! `EMSEEPEA_LOG`; and, when traces are on, the layer that exports spans.
 
 use super::traces;
-use crate::config::{Config, LogFormat};
+use crate::config::Config;
+use crate::telemetry::config::LogFormat;
 use tracing_log::AsLog;
 use tracing_subscriber::filter::{EnvFilter, FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::prelude::*;

@@ -15,7 +15,8 @@
 //! operator's `sample_ratio`, not the client's sampled flag, unless
 //! `follow_client_sampled` lets that flag raise it ([`OperatorSampler`]).
 
-use crate::config::{Config, DEFAULT_TRACE_SERVICE_NAME, MAX_TRACESTATE_BYTES};
+use crate::config::Config;
+use crate::telemetry::config::{DEFAULT_TRACE_SERVICE_NAME, MAX_TRACESTATE_BYTES};
 use http::HeaderMap;
 use opentelemetry::Context;
 use opentelemetry::KeyValue;

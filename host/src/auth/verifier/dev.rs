@@ -2,7 +2,8 @@
 //! run and keeps in its state directory (`dev-secret`: 32 raw bytes, 0600). `emseepea token` mints them; the
 //! server refuses them unless the config says `mode = "dev"`.
 
-use crate::config::{AuthMethod, Config};
+use crate::auth::config::AuthMethod;
+use crate::config::Config;
 use crate::state;
 use jsonwebtoken::{EncodingKey, Header};
 use serde_json::json;

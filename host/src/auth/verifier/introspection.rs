@@ -7,7 +7,9 @@
 use super::lookups::Lookups;
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
 use crate::auth::AuthSetupError;
-use crate::config::{Config, IntrospectionConfig, MAX_INTROSPECTION_RESPONSE_BYTES, Secret};
+use crate::auth::config::{IntrospectionConfig, MAX_INTROSPECTION_RESPONSE_BYTES};
+use crate::config::Config;
+use crate::secret::Secret;
 use serde_json::{Map, Value};
 use std::net::IpAddr;
 use std::time::Duration;

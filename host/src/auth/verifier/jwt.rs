@@ -11,7 +11,8 @@
 //!   set changes, its generation changes and remembered tokens are dropped.
 
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
-use crate::config::{Config, JwksSource, JwtConfig};
+use crate::auth::config::{JwksSource, JwtConfig};
+use crate::config::Config;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
@@ -178,7 +179,7 @@ async fn fetch(
         .send()
         .await?
         .error_for_status()?;
-    crate::http_client::read_capped(resp, crate::config::MAX_JWKS_BYTES).await
+    crate::http_client::read_capped(resp, crate::auth::config::MAX_JWKS_BYTES).await
 }
 
 impl KeyStore {

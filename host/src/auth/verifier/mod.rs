@@ -8,7 +8,8 @@ pub mod jwt;
 pub mod lookups;
 
 use super::{AuthSetupError, Principal, valid_subject};
-use crate::config::{AuthMethod, Config, IntrospectionConfig, JwtConfig};
+use crate::auth::config::{AuthMethod, IntrospectionConfig, JwtConfig};
+use crate::config::Config;
 use serde_json::{Map, Value};
 
 #[derive(Clone, Debug)]

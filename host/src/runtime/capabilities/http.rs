@@ -22,14 +22,16 @@
 
 pub mod address;
 pub mod bounds;
+pub mod config;
 pub mod destination;
 pub mod network;
 pub mod send;
 
 use super::handles::HandleCount;
 use super::{CallInfo, CallView, Capability};
-use crate::config::{HttpGrantLimits, SourceManifest};
+use crate::config::SourceManifest;
 use crate::guest_text::GuestText;
+use crate::runtime::capabilities::http::config::HttpGrantLimits;
 use crate::runtime::host_state::{HostState, MemoryAccount};
 use crate::telemetry::metrics::metrics;
 use crate::telemetry::{spans, traces};

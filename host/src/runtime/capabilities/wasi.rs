@@ -21,6 +21,13 @@ use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryConfig {
+    /// The directory, preopened read-only at `/LABEL` for sources granted it.
+    pub path: PathBuf,
+}
+
 /// Bytes of stdout and of stderr kept per call for the log.
 pub const CAPTURED_OUTPUT_BYTES: usize = 16 * 1024;
 

@@ -54,7 +54,7 @@ static ENDPOINT: LazyLock<(Answer, Introspector)> = LazyLock::new(|| {
          [auth.introspection]\nendpoint = \"{url}\"\nclient_id = \"rs\"\nclient_secret = \"x\"\nissuer = \"{ISSUER}\"\n"
     ))
     .unwrap();
-    let crate::config::AuthMethod::Introspection(c) = &config.auth.method else {
+    let crate::auth::config::AuthMethod::Introspection(c) = &config.auth.method else {
         unreachable!("mode introspection reads [auth.introspection]")
     };
     let introspector = Introspector::new(c, &config, RESOURCE).unwrap();

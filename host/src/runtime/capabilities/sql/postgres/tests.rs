@@ -629,8 +629,8 @@ async fn notices_are_taken_from_the_driver() {
     assert_eq!(
         client.notices.counts(),
         (
-            crate::config::MAX_GUEST_OUTPUT_LINES_PER_CALL,
-            501 - crate::config::MAX_GUEST_OUTPUT_LINES_PER_CALL
+            crate::runtime::output::MAX_GUEST_OUTPUT_LINES_PER_CALL,
+            501 - crate::runtime::output::MAX_GUEST_OUTPUT_LINES_PER_CALL
         )
     );
 }

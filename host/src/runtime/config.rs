@@ -1,0 +1,243 @@
+//! The runtime's settings: `[runtime]` (engine, call slots, pooling
+//! allocator), `[budget]` and a manifest's budget overrides, and their checks.
+
+use serde::Deserialize;
+
+/// Default guest budget per call.
+pub const DEFAULT_FUEL: u64 = 500_000_000;
+pub const DEFAULT_MAX_CALL_DURATION_MS: u64 = 5_000;
+pub const DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
+/// `describe()` at startup gets this budget's deadline.
+pub const STARTUP_CALL_DURATION_MS: u64 = 10_000;
+
+/// Unless configured, the guest calls one caller (a principal; all
+/// anonymous callers together) may run at once are this fraction of
+/// `max_concurrent_calls` (32 of 64); as many more may wait for a slot.
+pub const DEFAULT_CALLER_SHARE: (u32, u32) = (1, 2);
+/// Unless configured, the guest calls one source may run at once are this
+/// fraction of the pool (48 of 64): one slow source cannot hold every slot,
+/// and one caller alone cannot take every slot of a source.
+pub const DEFAULT_SOURCE_SHARE: (u32, u32) = (3, 4);
+/// The longest a guest call waits for a slot before the request gets a
+/// retryable 429 (over the caller's share) or 503 (host or source full).
+/// The wait does not count against the guest's `max_duration_ms`.
+pub const DEFAULT_SLOT_WAIT_MS: u64 = 500;
+/// Most `[runtime] guest_threads` (each is an OS thread with its runtime).
+pub const MAX_GUEST_THREADS: u32 = 64;
+/// Default `[runtime] guest_threads`: none, calls run on the request's
+/// worker. Measured side by side in time (`benchmarks/alternate.sh`, 11
+/// cells at C = 16 and 64 on 2 shared cores), the workers served 0.96-1.18x
+/// the pages of one guest thread (median 1.05): the hand-over's wake-ups
+/// cost more than the guest thread's warm caches saved.
+pub const DEFAULT_GUEST_THREADS: u32 = 0;
+/// Client connections open from which the server is busy: calls go to the
+/// guest threads (if any; below it the hand-over's two wake-ups cost a lone
+/// client more than it saves), and a call's teardown and the next standby
+/// are no longer deferred past its response.
+pub const DEFAULT_GUEST_THREADS_FROM_CONNECTIONS: u32 = 8;
+/// Default `[runtime] standby_instances`: enough for the few sources a lone
+/// client or a quiet server calls in turn.
+pub const DEFAULT_STANDBY_INSTANCES: u32 = 4;
+/// Most `[runtime] standby_instances` (each holds a pool instance).
+pub const MAX_STANDBY_INSTANCES: u32 = 256;
+
+/// The precompile cache's key, by default in the state directory.
+pub const DEFAULT_CACHE_KEY_FILE: &str = "precompile-key";
+
+/// Runtime defaults. The epoch tick bounds how late a looping guest is
+/// stopped after its deadline or after its call is dropped.
+pub const DEFAULT_EPOCH_TICK_US: u64 = 1_000;
+pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 64;
+pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 512 << 20;
+/// Reset (not unmap) this much of each linear memory between calls: a
+/// Python or JavaScript guest's whole heap (~10-13 MiB); only the part a
+/// guest actually used is ever reset.
+pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 16 << 20;
+/// A source idle this long gives its pool slots' memory back (`runtime::trim`).
+pub const DEFAULT_IDLE_TRIM_S: u64 = 30;
+
+/// A guest call's budget. The server's `[budget]` is the default; a source's
+/// manifest may override each field.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    /// Fuel (roughly: wasm instructions) per call.
+    pub fuel: u64,
+    /// Cap on the wall-clock time of one call; the request's deadline may end it earlier.
+    pub max_duration_ms: u64,
+    /// Cap on the guest's linear memories plus host-side buffers it asked for.
+    pub memory_bytes: u64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            fuel: DEFAULT_FUEL,
+            max_duration_ms: DEFAULT_MAX_CALL_DURATION_MS,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+        }
+    }
+}
+
+/// Manifest budget overrides: any field left out keeps the server default.
+#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetOverrides {
+    /// Fuel per call (default: the server's `[budget] fuel`).
+    pub fuel: Option<u64>,
+    /// Wall-clock cap of one call (default: the server's).
+    pub max_duration_ms: Option<u64>,
+    /// Memory cap of one call (default: the server's; at most
+    /// `[runtime] max_memory_bytes`).
+    pub memory_bytes: Option<u64>,
+    /// This source's calls running at once (default and maximum: the
+    /// runtime's `max_calls_per_source`). With `memory_bytes` it bounds the
+    /// source's guest memory: at most `max_concurrent_calls × memory_bytes`.
+    pub max_concurrent_calls: Option<u32>,
+}
+
+impl BudgetOverrides {
+    pub fn apply(&self, base: BudgetConfig) -> BudgetConfig {
+        BudgetConfig {
+            fuel: self.fuel.unwrap_or(base.fuel),
+            max_duration_ms: self.max_duration_ms.unwrap_or(base.max_duration_ms),
+            memory_bytes: self.memory_bytes.unwrap_or(base.memory_bytes),
+        }
+    }
+}
+
+/// Engine and pooling-allocator settings (serialized for the compiler
+/// process, which must build the very same engine).
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// Epoch tick: a looping guest is stopped at most one tick after its
+    /// deadline, a dropped call at its next tick.
+    pub epoch_tick_us: u64,
+    /// Guest calls running at once; further calls wait (within `slot_wait_ms`).
+    #[schemars(range(min = 1))]
+    pub max_concurrent_calls: u32,
+    /// Guest calls one caller may run at once (and as many may wait);
+    /// default: `DEFAULT_CALLER_SHARE` of the pool.
+    pub max_calls_per_caller: Option<u32>,
+    /// Guest calls one source may run at once; default: `DEFAULT_SOURCE_SHARE`.
+    pub max_calls_per_source: Option<u32>,
+    /// The longest a call waits for a slot before a retryable refusal.
+    pub slot_wait_ms: u64,
+    /// Largest memory budget any source may have (sizes the pool's slots).
+    pub max_memory_bytes: u64,
+    /// Bytes of each linear memory kept resident (memset, not unmapped)
+    /// between instances: faster reuse, more RSS.
+    pub keep_resident_bytes: u64,
+    /// Let wasmtime reset a slot through Linux's PAGEMAP_SCAN (kernel >=
+    /// 6.7; older kernels reset without it). On: the scan finds the pages
+    /// a slot's calls have touched (in memory or swapped out), and only
+    /// those are rewritten; off, the first `keep_resident_bytes` of the
+    /// memory are, touched or not. An interpreted guest's memory is mostly
+    /// pages a call never touches (BENCHMARKS.md, twenty-second round).
+    pub pagemap_scan: bool,
+    /// Write `/tmp/perf-PID.map` (Linux) so that `perf` names the guests'
+    /// compiled functions (`wasm[0]::function[7]::list`) instead of
+    /// `[JIT]` addresses. Off: it is a diagnostic, written once per loaded
+    /// component, and it holds guest-chosen names.
+    pub perf_map: bool,
+    /// A source without calls for this long is relinked, so that the pool
+    /// memory its idle slots keep resident goes back to the OS (0: never).
+    pub idle_trim_s: u64,
+    /// Threads that run guest calls, handed over from the request's worker
+    /// (`runtime/guest_threads.rs`); 0: calls always run on the worker.
+    #[schemars(range(max = MAX_GUEST_THREADS))]
+    pub guest_threads: u32,
+    /// The server is busy while at least this many client connections are
+    /// open (0: always): calls then go to the guest threads (if any), and a
+    /// call's teardown is no longer deferred past its response, nor a
+    /// standby made (`Runtime::busy`).
+    pub guest_threads_from_connections: u32,
+    /// Never-called instances kept ready, one per source at most, made after
+    /// a call while the server is not busy (`runtime/standby.rs`); the pool
+    /// holds this many instances beyond `max_concurrent_calls`. 0: none.
+    #[schemars(range(max = MAX_STANDBY_INSTANCES))]
+    pub standby_instances: u32,
+    /// Core instances, memories and tables one component may have
+    /// (interpreted languages need more than Rust guests).
+    pub max_core_instances_per_component: u32,
+    /// Linear memories one component may have.
+    pub max_memories_per_component: u32,
+    /// Tables one component may have.
+    pub max_tables_per_component: u32,
+    /// Elements of one table.
+    pub max_table_elements: usize,
+    /// Bytes of VM metadata per core instance.
+    pub max_core_instance_size: usize,
+    /// Bytes of VM metadata per component instance.
+    pub max_component_instance_size: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            epoch_tick_us: DEFAULT_EPOCH_TICK_US,
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_calls_per_caller: None,
+            max_calls_per_source: None,
+            slot_wait_ms: DEFAULT_SLOT_WAIT_MS,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
+            keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
+            pagemap_scan: true,
+            perf_map: false,
+            idle_trim_s: DEFAULT_IDLE_TRIM_S,
+            guest_threads: DEFAULT_GUEST_THREADS,
+            guest_threads_from_connections: DEFAULT_GUEST_THREADS_FROM_CONNECTIONS,
+            standby_instances: DEFAULT_STANDBY_INSTANCES,
+            max_core_instances_per_component: 64,
+            max_memories_per_component: 16,
+            max_tables_per_component: 16,
+            max_table_elements: 100_000,
+            max_core_instance_size: 4 << 20,
+            max_component_instance_size: 4 << 20,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    fn share(&self, (num, den): (u32, u32)) -> u32 {
+        (self.max_concurrent_calls * num / den).max(1)
+    }
+
+    /// Guest calls one caller may run at once.
+    pub fn calls_per_caller(&self) -> u32 {
+        self.max_calls_per_caller
+            .unwrap_or_else(|| self.share(DEFAULT_CALLER_SHARE))
+    }
+
+    /// Guest calls one source may run at once.
+    pub fn calls_per_source(&self) -> u32 {
+        self.max_calls_per_source
+            .unwrap_or_else(|| self.share(DEFAULT_SOURCE_SHARE))
+    }
+}
+
+pub fn check_budget(budget: &BudgetConfig, max_memory: u64) -> Result<(), BudgetProblem> {
+    if budget.fuel == 0 || budget.max_duration_ms == 0 || budget.memory_bytes == 0 {
+        return Err(BudgetProblem::NotPositive);
+    }
+    if budget.memory_bytes > max_memory {
+        return Err(BudgetProblem::OverMemory {
+            memory_bytes: budget.memory_bytes,
+            max_memory_bytes: max_memory,
+        });
+    }
+    Ok(())
+}
+
+/// A `[budget]` (the server's, or a source manifest's after it applies).
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetProblem {
+    #[error("fuel, max_duration_ms and memory_bytes must be positive")]
+    NotPositive,
+    #[error("memory_bytes {memory_bytes} exceeds runtime.max_memory_bytes {max_memory_bytes}")]
+    OverMemory {
+        memory_bytes: u64,
+        max_memory_bytes: u64,
+    },
+}
