@@ -9,7 +9,6 @@
 //! default.
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -42,6 +41,8 @@ pub use crate::runtime::output::{
 };
 pub use crate::secret::{self, Secret};
 pub use crate::telemetry::config::*;
+pub use crate::toml_file::one_line;
+use crate::toml_file::parse_toml;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -149,41 +150,6 @@ pub use crate::distribution::signature::SourcesConfig;
 
 /// `[databases.LABEL]`: defined by the SQL capability, which owns it.
 pub use crate::runtime::capabilities::sql::config::{DatabaseConfig, Engine, EngineConfig};
-
-/// A source's manifest, `NAME.toml` beside `NAME.wasm`.
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SourceManifest {
-    #[serde(default)]
-    pub budget: BudgetOverrides,
-    /// Static key/value configuration the guest reads through `config.get`.
-    #[serde(default)]
-    pub config: BTreeMap<String, String>,
-    #[serde(default)]
-    pub grants: Grants,
-    /// Per-call handle bounds (SQL connections, outbound requests in
-    /// flight, resource-table entries); defaults in `capabilities/handles.rs`.
-    #[serde(default)]
-    pub handles: crate::runtime::capabilities::HandleLimits,
-}
-
-/// Capabilities granted to one source. Nothing is reachable without a grant.
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Grants {
-    /// Database labels from the server's `[databases]`.
-    #[serde(default)]
-    pub databases: Vec<String>,
-    /// Directory labels from the server's `[directories]`, preopened read-only.
-    #[serde(default)]
-    pub directories: Vec<String>,
-    /// Outbound HTTP origins, `scheme://host[:port]`.
-    #[serde(default)]
-    pub http: Vec<String>,
-    /// Outbound HTTP caps.
-    #[serde(default)]
-    pub http_limits: HttpGrantLimits,
-}
 
 impl Config {
     /// Reads and validates a config file; relative paths are resolved against
@@ -329,6 +295,16 @@ impl Config {
         Ok(())
     }
 
+    /// Each capability's own section, handed over as it asks for it.
+    pub fn capabilities(&self) -> crate::runtime::capabilities::ServerSections<'_> {
+        crate::runtime::capabilities::ServerSections {
+            wasi: &self.directories,
+            http: (),
+            config: (),
+            sql: &self.databases,
+        }
+    }
+
     /// The precompile cache directory (resolved by `load`).
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir
@@ -399,53 +375,20 @@ pub enum ConfigProblem {
     SignaturesWithoutKeys,
 }
 
-impl SourceManifest {
-    pub fn load(path: &Path) -> Result<SourceManifest, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(path, &text)
-    }
-
-    /// A manifest from bytes already read (the ones its signature was
-    /// checked over), `path` naming it in errors.
-    pub fn parse(path: &Path, text: &str) -> Result<SourceManifest, ConfigError> {
-        parse_toml(text).map_err(|message| ConfigError::Parse {
-            path: path.to_owned(),
-            message,
-        })
-    }
-}
-
-/// `text` as a `T`, or one line saying where, which key and what is wrong.
-/// TOML's own message quotes the offending line, and serde's the offending
-/// value: a secret written with the wrong type would be echoed to the log
-/// or a CI console. So the line is given by number, the key by its path,
-/// and a secret's type error by its kind only (`config/secret.rs`).
-fn parse_toml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    let at = |span: Option<std::ops::Range<usize>>| match span {
-        Some(span) => {
-            let line = text.as_bytes()[..span.start.min(text.len())]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count();
-            format!("line {}: ", line + 1)
+/// What loading the sources reads of the configuration.
+impl<'c> From<&'c Config> for crate::runtime::LoadSettings<'c> {
+    fn from(config: &'c Config) -> Self {
+        Self {
+            file: &config.file,
+            sources_dir: &config.sources_dir,
+            sources: &config.sources,
+            cache_dir: config.cache_dir(),
+            cache_key_file: config.cache_key_file(),
+            budget: config.budget,
+            runtime: &config.runtime,
+            capabilities: config.capabilities(),
         }
-        None => String::new(),
-    };
-    let de = toml::Deserializer::parse(text)
-        .map_err(|e| format!("{}{}", at(e.span()), one_line(e.message())))?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let inner = e.into_inner();
-        let message = match key.as_str() {
-            "" | "." => format!("{}{}", at(inner.span()), inner.message()),
-            key => format!("{}{key}: {}", at(inner.span()), inner.message()),
-        };
-        // A quoted key may hold a newline too.
-        one_line(&message)
-    })
+    }
 }
 
 impl ConfigError {
@@ -466,11 +409,6 @@ impl ConfigError {
             ConfigError::Invalid { problem, .. } => problem.to_string(),
         }
     }
-}
-
-/// TOML errors span several lines with a source excerpt; startup errors are one line.
-pub fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The configuration reference (JSON Schema, defaults, the book page).

@@ -75,5 +75,6 @@ pub mod secret;
 pub mod server;
 pub mod state;
 pub mod telemetry;
+pub mod toml_file;
 pub mod uri_template;
 pub mod workers;

@@ -1,7 +1,11 @@
 //! The runtime's settings: `[runtime]` (engine, call slots, pooling
 //! allocator), `[budget]` and a manifest's budget overrides, and their checks.
 
+use super::capabilities::http::config::{HttpAsked, HttpGrantLimits};
+use super::capabilities::{HandleLimits, SourceAsks};
 use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// Default guest budget per call.
 pub const DEFAULT_FUEL: u64 = 500_000_000;
@@ -240,4 +244,101 @@ pub enum BudgetProblem {
         memory_bytes: u64,
         max_memory_bytes: u64,
     },
+}
+
+/// A source's manifest, `NAME.toml` beside `NAME.wasm`.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceManifest {
+    #[serde(default)]
+    pub budget: BudgetOverrides,
+    /// Static key/value configuration the guest reads through `config.get`.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    #[serde(default)]
+    pub grants: Grants,
+    /// Per-call handle bounds (SQL connections, outbound requests in
+    /// flight, resource-table entries); defaults in `capabilities/handles.rs`.
+    #[serde(default)]
+    pub handles: HandleLimits,
+}
+
+/// Capabilities granted to one source. Nothing is reachable without a grant.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// Database labels from the server's `[databases]`.
+    #[serde(default)]
+    pub databases: Vec<String>,
+    /// Directory labels from the server's `[directories]`, preopened read-only.
+    #[serde(default)]
+    pub directories: Vec<String>,
+    /// Outbound HTTP origins, `scheme://host[:port]`.
+    #[serde(default)]
+    pub http: Vec<String>,
+    /// Outbound HTTP caps.
+    #[serde(default)]
+    pub http_limits: HttpGrantLimits,
+}
+
+/// A manifest that cannot be read or parsed: said as a config file's error is.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+impl ManifestError {
+    /// The file at fault.
+    pub fn path(&self) -> &Path {
+        match self {
+            ManifestError::Read { path, .. } | ManifestError::Parse { path, .. } => path,
+        }
+    }
+
+    /// What is wrong with it, without the file name.
+    pub fn reason(&self) -> String {
+        match self {
+            ManifestError::Read { source, .. } => source.to_string(),
+            ManifestError::Parse { message, .. } => message.clone(),
+        }
+    }
+}
+
+impl SourceManifest {
+    /// What this manifest asks of each capability: each gets its own part.
+    pub fn asks(&self) -> SourceAsks<'_> {
+        SourceAsks {
+            wasi: &self.grants.directories,
+            http: HttpAsked {
+                origins: &self.grants.http,
+                limits: self.grants.http_limits,
+            },
+            config: &self.config,
+            sql: &self.grants.databases,
+            handles: self.handles,
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<SourceManifest, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// A manifest from bytes already read (the ones its signature was
+    /// checked over), `path` naming it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<SourceManifest, ManifestError> {
+        crate::toml_file::parse_toml(text).map_err(|message| ManifestError::Parse {
+            path: path.to_owned(),
+            message,
+        })
+    }
 }

@@ -36,7 +36,7 @@ pub enum RuntimeSetupError {
 
 /// wasmtime's error with its causes, on one line.
 pub(crate) fn one_line_chain(e: &wasmtime::Error) -> String {
-    crate::config::one_line(&format!("{e:#}"))
+    crate::toml_file::one_line(&format!("{e:#}"))
 }
 
 pub struct Runtime {

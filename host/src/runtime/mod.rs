@@ -36,7 +36,7 @@ pub use cache::CacheOutcome;
 pub use contents::GuestContents;
 pub use definition::{Access, SourceDefinition};
 pub use engine::{Runtime, RuntimeSetupError, WASMTIME_VERSION};
-pub use loader::{LoadError, LoadProblem, Source, SourceSet};
+pub use loader::{LoadError, LoadProblem, LoadSettings, Source, SourceSet};
 pub use page::{Entries, EntryRef, GuestPage};
 pub use scope::RequestScope;
 pub use slots::{CallerKey, Overload, SlotLimits};

@@ -29,12 +29,11 @@ pub mod send;
 
 use super::handles::HandleCount;
 use super::{CallInfo, CallView, Capability};
-use crate::config::SourceManifest;
 use crate::guest_text::GuestText;
-use crate::runtime::capabilities::http::config::HttpGrantLimits;
 use crate::runtime::host_state::{HostState, MemoryAccount};
 use crate::telemetry::metrics::metrics;
 use crate::telemetry::{spans, traces};
+use config::{HttpAsked, HttpGrantLimits};
 use http_body_util::BodyExt;
 use network::Network;
 use std::net::{IpAddr, SocketAddr};
@@ -229,12 +228,15 @@ impl Capability for Http {
     type GrantError = OriginError;
     type CallError = std::convert::Infallible;
 
-    fn configure(_: &crate::config::Config) -> Result<Self, Self::DefinitionError> {
+    type Section<'c> = ();
+    type Asked<'m> = HttpAsked<'m>;
+
+    fn configure((): ()) -> Result<Self, Self::DefinitionError> {
         Ok(Self)
     }
 
-    fn grant(&self, manifest: &SourceManifest) -> Result<HttpGrants, OriginError> {
-        HttpGrants::resolve(&manifest.grants.http, manifest.grants.http_limits)
+    fn grant(&self, asked: HttpAsked<'_>) -> Result<HttpGrants, OriginError> {
+        HttpGrants::resolve(asked.origins, asked.limits)
     }
 
     fn call(grant: &HttpGrants, call: &CallInfo) -> Result<HttpCall, Self::CallError> {

@@ -22,3 +22,11 @@ impl Default for HttpGrantLimits {
         }
     }
 }
+
+/// What a source's manifest asks of the HTTP capability: `grants.http`
+/// (the origins) and `grants.http_limits`.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpAsked<'m> {
+    pub origins: &'m [String],
+    pub limits: HttpGrantLimits,
+}
