@@ -295,6 +295,18 @@ impl Config {
         Ok(())
     }
 
+    /// What the MCP layer reads: `[http]`, `[list_pagination]`, the result
+    /// and read bounds, the instructions.
+    pub fn mcp(&self) -> McpConfig {
+        McpConfig {
+            http: self.http.clone(),
+            list_pagination: self.list_pagination,
+            max_application_result_bytes: self.max_application_result_bytes,
+            max_read_bytes: self.max_read_bytes,
+            instructions: self.instructions.clone(),
+        }
+    }
+
     /// Each capability's own section, handed over as it asks for it.
     pub fn capabilities(&self) -> crate::runtime::capabilities::ServerSections<'_> {
         crate::runtime::capabilities::ServerSections {

@@ -15,9 +15,8 @@ pub mod verifier;
 
 pub use principal::{Principal, valid_subject};
 
-use crate::auth::config::AuthMethod;
-use crate::config::Config;
 use cache::TokenCache;
+use config::{AuthConfig, AuthMethod};
 use http::HeaderMap;
 use std::sync::Arc;
 pub use verifier::Credentials;
@@ -93,23 +92,24 @@ impl Auth {
     /// `resource` is the canonical URL of the MCP endpoint (the token audience);
     /// `scopes` the union of scopes templates and static resources require.
     pub async fn new(
-        config: &Config,
+        config: &AuthConfig,
+        state_dir: &std::path::Path,
         resource: String,
         scopes: Vec<String>,
     ) -> Result<Self, AuthSetupError> {
-        let credentials = Credentials::load(config).await?;
+        let credentials = Credentials::load(config, state_dir).await?;
         Self::with_credentials(config, credentials, resource, scopes)
     }
 
     /// As [`Auth::new`], with the key material loaded beforehand (at startup,
     /// before any component is compiled).
     pub fn with_credentials(
-        config: &Config,
+        config: &AuthConfig,
         credentials: Credentials,
         resource: String,
         scopes: Vec<String>,
     ) -> Result<Self, AuthSetupError> {
-        let a = &config.auth;
+        let a = config;
         let verifier = Verifier::new(config, credentials, &resource)?;
         // Dev mode has no authorization server (tokens come from `emseepea
         // token`); advertise the server's own origin. The other modes must

@@ -2,7 +2,9 @@
 //! bounds, and the wire constants of its answers. `crate::config` composes
 //! them into the server's configuration; [`McpConfig`] is what the layer keeps.
 
+use super::http::config::HttpConfig;
 use serde::Deserialize;
+use std::time::Duration;
 
 /// "The inventory default is 50."
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -42,5 +44,34 @@ impl Default for ListPagination {
             page_size: DEFAULT_PAGE_SIZE,
             max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
         }
+    }
+}
+
+/// What the MCP layer reads of the configuration (`Config::mcp` composes
+/// it); each field is the key of the same name.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    pub http: HttpConfig,
+    pub list_pagination: ListPagination,
+    pub max_application_result_bytes: usize,
+    pub max_read_bytes: usize,
+    /// Server instructions sent on initialize / discover.
+    pub instructions: Option<String>,
+}
+
+impl McpConfig {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.http.request_timeout_ms)
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.http.body_timeout_ms)
+    }
+
+    /// The effective per-page byte bound: "The tighter byte limit applies".
+    pub fn page_byte_limit(&self) -> usize {
+        self.list_pagination
+            .max_page_bytes
+            .min(self.max_application_result_bytes)
     }
 }

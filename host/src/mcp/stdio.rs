@@ -30,7 +30,6 @@ use super::methods::{self, Ctx};
 use super::model::{ErrorObject, ErrorResponse, to_bytes};
 use super::session::Session;
 use super::version::Version;
-use crate::config::Config;
 use crate::runtime::RequestScope;
 use http::HeaderMap;
 use http::header::{AUTHORIZATION, HeaderValue};
@@ -94,14 +93,8 @@ impl Credentials {
     }
 }
 
-/// Load the config's sources and serve one client on stdin/stdout.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let credentials = Credentials::from_env()?;
-    let listen = config.listen;
-    let loaded = crate::server::load(config).await?;
-    // The resource URL (the tokens' audience) is the one `serve` would use,
-    // so a token minted by `emseepea token --config` works here too.
-    let app = Arc::new(crate::server::build_app(loaded, listen).await?);
+/// Serve one client on stdin/stdout (`server::stdio` builds the app).
+pub async fn serve(app: Arc<App>, credentials: Credentials) -> anyhow::Result<()> {
     announce(&app, &credentials).await;
     let stdin = BufReader::new(tokio::io::stdin());
     run(

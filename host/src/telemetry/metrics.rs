@@ -206,7 +206,8 @@ impl Metrics {
             "This server's version and the wasmtime release it embeds (value 1)",
             Info::new(BuildLabels {
                 version: env!("CARGO_PKG_VERSION"),
-                wasmtime: crate::runtime::WASMTIME_VERSION,
+                // `runtime::WASMTIME_VERSION` too: telemetry sits below the runtime.
+                wasmtime: wasmtime_release!(),
             }),
         );
         r.register(
@@ -589,7 +590,7 @@ mod tests {
         let line = format!(
             r#"emseepea_build_info{{version="{}",wasmtime="{}"}} 1"#,
             env!("CARGO_PKG_VERSION"),
-            crate::runtime::WASMTIME_VERSION
+            wasmtime_release!()
         );
         assert!(text.contains(&line), "{line} in\n{text}");
     }

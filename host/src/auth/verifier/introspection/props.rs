@@ -49,12 +49,12 @@ static ENDPOINT: LazyLock<(Answer, Introspector)> = LazyLock::new(|| {
             });
         }
     });
-    let config: Config = toml::from_str(&format!(
-        "sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = \"introspection\"\nauthorization_servers = [\"{ISSUER}\"]\n\
-         [auth.introspection]\nendpoint = \"{url}\"\nclient_id = \"rs\"\nclient_secret = \"x\"\nissuer = \"{ISSUER}\"\n"
+    let config: AuthConfig = toml::from_str(&format!(
+        "mode = \"introspection\"\nauthorization_servers = [\"{ISSUER}\"]\n\
+         [introspection]\nendpoint = \"{url}\"\nclient_id = \"rs\"\nclient_secret = \"x\"\nissuer = \"{ISSUER}\"\n"
     ))
     .unwrap();
-    let crate::auth::config::AuthMethod::Introspection(c) = &config.auth.method else {
+    let crate::auth::config::AuthMethod::Introspection(c) = &config.method else {
         unreachable!("mode introspection reads [auth.introspection]")
     };
     let introspector = Introspector::new(c, &config, RESOURCE).unwrap();
