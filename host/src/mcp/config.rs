@@ -47,6 +47,30 @@ impl Default for ListPagination {
     }
 }
 
+/// What [`ListPagination::check`] refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum PaginationProblem {
+    #[error("list_pagination.page_size must be 1..={MAX_PAGE_SIZE}, got {0}")]
+    PageSize(u32),
+    #[error(
+        "list_pagination.max_page_bytes and max_application_result_bytes must be at least 1024"
+    )]
+    PageBytes,
+}
+
+impl ListPagination {
+    /// With `max_application_result_bytes`, which bounds every page too.
+    pub fn check(&self, max_application_result_bytes: usize) -> Result<(), PaginationProblem> {
+        if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
+            return Err(PaginationProblem::PageSize(self.page_size));
+        }
+        if self.max_page_bytes < 1024 || max_application_result_bytes < 1024 {
+            return Err(PaginationProblem::PageBytes);
+        }
+        Ok(())
+    }
+}
+
 /// What the MCP layer reads of the configuration (`Config::mcp` composes
 /// it); each field is the key of the same name.
 #[derive(Debug, Clone)]

@@ -83,6 +83,17 @@ impl Default for BudgetConfig {
     }
 }
 
+/// What [`RuntimeConfig::check`] refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeProblem {
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    #[error("runtime.guest_threads must be at most {MAX_GUEST_THREADS}")]
+    GuestThreads,
+    #[error("runtime.standby_instances must be at most {MAX_STANDBY_INSTANCES}")]
+    StandbyInstances,
+}
+
 /// Manifest budget overrides: any field left out keeps the server default.
 #[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -206,6 +217,28 @@ impl Default for RuntimeConfig {
 impl RuntimeConfig {
     fn share(&self, (num, den): (u32, u32)) -> u32 {
         (self.max_concurrent_calls * num / den).max(1)
+    }
+
+    pub fn check(&self) -> Result<(), RuntimeProblem> {
+        use RuntimeProblem::NotPositive;
+        let r = self;
+        if r.epoch_tick_us == 0 || r.max_concurrent_calls == 0 {
+            return Err(NotPositive(
+                "runtime.epoch_tick_us and runtime.max_concurrent_calls",
+            ));
+        }
+        if r.guest_threads > MAX_GUEST_THREADS {
+            return Err(RuntimeProblem::GuestThreads);
+        }
+        if r.standby_instances > MAX_STANDBY_INSTANCES {
+            return Err(RuntimeProblem::StandbyInstances);
+        }
+        if r.max_calls_per_caller == Some(0) || r.max_calls_per_source == Some(0) {
+            return Err(NotPositive(
+                "runtime.max_calls_per_caller and runtime.max_calls_per_source",
+            ));
+        }
+        Ok(())
     }
 
     /// Guest calls one caller may run at once.
@@ -340,5 +373,20 @@ impl SourceManifest {
             path: path.to_owned(),
             message,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_overrides_budget() {
+        let m: SourceManifest =
+            toml::from_str("[budget]\nfuel = 7\n[config]\nitems = '3'\n").unwrap();
+        let b = m.budget.apply(BudgetConfig::default());
+        assert_eq!(b.fuel, 7);
+        assert_eq!(b.memory_bytes, DEFAULT_MEMORY_BYTES);
+        assert!(toml::from_str::<SourceManifest>("[budgett]\n").is_err());
     }
 }

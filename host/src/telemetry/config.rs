@@ -67,3 +67,21 @@ pub struct TracesConfig {
     /// false): a client may then raise the share, never lower it.
     pub follow_client_sampled: bool,
 }
+
+/// What [`TracesConfig::check`] refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum TracesProblem {
+    #[error("traces.sample_ratio must be 0.0..=1.0, got {0}")]
+    SampleRatio(f64),
+}
+
+impl TracesConfig {
+    pub fn check(&self) -> Result<(), TracesProblem> {
+        if let Some(r) = self.sample_ratio
+            && !(0.0..=1.0).contains(&r)
+        {
+            return Err(TracesProblem::SampleRatio(r));
+        }
+        Ok(())
+    }
+}

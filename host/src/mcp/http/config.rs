@@ -103,3 +103,46 @@ impl Default for HttpConfig {
         }
     }
 }
+
+/// What [`HttpConfig::check`] refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpProblem {
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    #[error("http.endpoint must start with '/', got {0:?}")]
+    Endpoint(String),
+    #[error("http.peer_ipv6_prefix must be 0..=128 and http.peer_ipv4_prefix 0..=32")]
+    PeerPrefix,
+}
+
+impl HttpConfig {
+    pub fn check(&self) -> Result<(), HttpProblem> {
+        use HttpProblem::NotPositive;
+        let h = self;
+        if !h.endpoint.starts_with('/') {
+            return Err(HttpProblem::Endpoint(h.endpoint.clone()));
+        }
+        if h.request_timeout_ms == 0 {
+            return Err(NotPositive("http.request_timeout_ms"));
+        }
+        if h.body_timeout_ms == 0 || h.max_batch_items == 0 || h.max_unauthenticated_body_bytes == 0
+        {
+            return Err(NotPositive(
+                "http.body_timeout_ms, http.max_batch_items and http.max_unauthenticated_body_bytes",
+            ));
+        }
+        if h.max_connections == 0
+            || h.max_connections_per_peer == 0
+            || h.max_sessions_per_principal == 0
+            || h.max_anonymous_sessions == 0
+        {
+            return Err(NotPositive(
+                "http.max_connections, max_connections_per_peer, max_sessions_per_principal and max_anonymous_sessions",
+            ));
+        }
+        if h.peer_ipv6_prefix > 128 || h.peer_ipv4_prefix > 32 {
+            return Err(HttpProblem::PeerPrefix);
+        }
+        Ok(())
+    }
+}
