@@ -67,6 +67,8 @@ mod fuzz;
 pub mod guest_text;
 pub mod http_client;
 pub mod inventory;
+#[cfg(test)]
+mod layers;
 pub mod limits;
 pub mod listener;
 pub mod mcp;
