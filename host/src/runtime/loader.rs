@@ -464,20 +464,20 @@ impl SourceSet {
                 return Err(LoadError::new(sig, LoadProblem::SignatureWithoutComponent));
             }
         }
-        let policy = Policy::from_config(&config.sources)
-            .map_err(|e| LoadError::new(&config.file, LoadProblem::TrustedKeys(e)))?;
+        let policy = Policy::from_config(config.sources)
+            .map_err(|e| LoadError::new(config.file, LoadProblem::TrustedKeys(e)))?;
         let cache = ComponentCache::open(
             &runtime.engine,
             config.cache_dir.clone(),
             &config.cache_key_file,
         )
-        .map_err(|e| LoadError::new(&config.file, e.into()))?;
+        .map_err(|e| LoadError::new(config.file, e.into()))?;
         let shared = ServerCapabilities::new(config.capabilities)
-            .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
+            .map_err(|e| LoadError::new(config.file, LoadProblem::Capabilities(e)))?;
         shared
             .verify()
             .await
-            .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
+            .map_err(|e| LoadError::new(config.file, LoadProblem::Capabilities(e)))?;
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
             let source = load_one(&runtime, config, &shared, &cache, &policy, &file).await?;
@@ -633,7 +633,7 @@ async fn load_one(
     let engine = runtime.engine.clone();
     let (component, outcome) = {
         let cache_result = tokio::task::block_in_place(|| {
-            cache.load_or_compile(&engine, &config.runtime, &wasm, &wasm_sha256)
+            cache.load_or_compile(&engine, config.runtime, &wasm, &wasm_sha256)
         });
         cache_result.map_err(|e| LoadError::new(file, e.into()))?
     };
