@@ -8,6 +8,9 @@
 //! the same entries for every `limit`, determinism, ownership between users,
 //! refusal without a subject, `not-found` for a never-listed URI, and the
 //! budget each call used.
+//!
+//! (Over 500 lines: one driver makes every check, each across a whole
+//! traversal, a set of `limit`s and every test principal; they share its state.)
 
 use super::principals::{self, PrincipalSpec, Role, TestPrincipal};
 use super::report::{BudgetRow, PrincipalRow, Report, Rule, Stat, shorten};

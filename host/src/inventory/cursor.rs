@@ -16,6 +16,8 @@
 //! the key"). "Never more than 2^32 cursors under one key": the ring rotates
 //! to a fresh key before that and keeps the previous key for one traversal
 //! lifetime, so cursors already handed out keep working.
+//!
+//! (Over 500 lines: half of it is tests, of sealing, rotation and tampering.)
 
 use crate::limits::TRAVERSAL_LIFETIME;
 use aes_gcm::aead::{Aead, KeyInit, Payload};

@@ -18,6 +18,9 @@
 //!
 //! End of stdin or SIGTERM/SIGINT: stop reading, let in-flight requests end
 //! within `http.shutdown_grace_ms`, cancel the rest, flush, return.
+//!
+//! (Over 500 lines: the whole stdio front end, reader, in-flight bound,
+//! cancellation and one writer, reads as one loop; about 45 are tests.)
 
 use super::App;
 use super::caller::{self, Caller};

@@ -1,6 +1,10 @@
 //! Loading sources: every `*.wasm` of the sources directory in file-name
 //! order (= registration order), each with an optional `NAME.toml` manifest.
 //! Anything wrong stops startup with one line naming the file and the reason.
+//!
+//! (Over 500 lines: the checked export signatures, the typed load errors
+//! and one source's load, from its verified bytes to a linked component,
+//! read as one sequence.)
 
 use super::bindings::emseepea::inventory::types::{
     CallContext, ResourceContents, SourceError, Template,

@@ -1,4 +1,7 @@
 //! The engine against a real PostgreSQL (tests/support/postgres.rs).
+//!
+//! (Over 500 lines: tests only, one per behaviour of the engine against a
+//! real server.)
 
 use super::*;
 
