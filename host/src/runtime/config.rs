@@ -1,5 +1,7 @@
 //! The runtime's settings: `[runtime]` (engine, call slots, pooling
-//! allocator), `[budget]` and a manifest's budget overrides, and their checks.
+//! allocator) and `[budget]`, with their checks; and a source's manifest
+//! (`NAME.toml`: budget overrides, `[config]`, `[grants]`, `[handles]`),
+//! which the loader reads and whose parts go to the capabilities that own them.
 
 use super::capabilities::http::config::{HttpAsked, HttpGrantLimits};
 use super::capabilities::{HandleLimits, SourceAsks};
