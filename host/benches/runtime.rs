@@ -329,8 +329,12 @@ fn tokens(c: &mut Criterion) {
                 format!("{alg:?}")
             };
             group.bench_function(name, |b| {
-                b.to_async(&rt)
-                    .iter(|| async { auth.authenticate(&headers, None).await.unwrap().unwrap() })
+                b.to_async(&rt).iter(|| async {
+                    auth.authenticate(&headers, None, None)
+                        .await
+                        .unwrap()
+                        .unwrap()
+                })
             });
         }
     }
