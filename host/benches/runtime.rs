@@ -296,7 +296,12 @@ fn tokens(c: &mut Criterion) {
         std::fs::write(&config.file, text).unwrap();
         let config = Config::load(&config.file).unwrap();
         let auth = rt
-            .block_on(Auth::new(&config, "https://mcp.test/mcp".into(), vec![]))
+            .block_on(Auth::new(
+                &config.auth,
+                &config.state_dir,
+                "https://mcp.test/mcp".into(),
+                vec![],
+            ))
             .unwrap();
         for (alg, kid, file) in [
             (Algorithm::RS256, "rsa-1", "rsa.pem"),
@@ -324,8 +329,12 @@ fn tokens(c: &mut Criterion) {
                 format!("{alg:?}")
             };
             group.bench_function(name, |b| {
-                b.to_async(&rt)
-                    .iter(|| async { auth.authenticate(&headers, None).await.unwrap().unwrap() })
+                b.to_async(&rt).iter(|| async {
+                    auth.authenticate(&headers, None, None)
+                        .await
+                        .unwrap()
+                        .unwrap()
+                })
             });
         }
     }

@@ -6,7 +6,7 @@
 //! string's length: UTF-16 code units. So a URI of 2,048 units may be up to
 //! 6,144 bytes, and what a listing accepts, a read accepts too.
 
-use crate::config::{MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN};
+use crate::limits::{MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_URI_LEN};
 
 /// A string's length in the seed's characters (UTF-16 code units).
 pub fn char_len(s: &str) -> usize {

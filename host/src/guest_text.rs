@@ -7,8 +7,12 @@
 //! So every such string is logged through `GuestText`, which escapes and
 //! truncates it and keeps its original length.
 
-use crate::config::MAX_LOGGED_GUEST_TEXT_BYTES;
 use std::fmt::{self, Write};
+
+/// A guest-supplied string in a log line (source-error messages, output
+/// lines, template names, trap messages) is escaped and cut to at most this
+/// many bytes; a cut string ends in `…[N bytes]` with its original length.
+pub const MAX_LOGGED_GUEST_TEXT_BYTES: usize = 512;
 
 /// Displays a guest string escaped (`\r`, `\n`, `\t`, `\\`, `\"`, `\u{1b}`
 /// for every other control or bidi/format character) and cut to at most

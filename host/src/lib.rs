@@ -67,11 +67,16 @@ mod fuzz;
 pub mod guest_text;
 pub mod http_client;
 pub mod inventory;
+#[cfg(test)]
+mod layers;
+pub mod limits;
 pub mod listener;
 pub mod mcp;
 pub mod runtime;
+pub mod secret;
 pub mod server;
 pub mod state;
 pub mod telemetry;
+pub mod toml_file;
 pub mod uri_template;
 pub mod workers;

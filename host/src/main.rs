@@ -208,7 +208,7 @@ fn load_serving(path: &std::path::Path, flag: Option<LogFormat>) -> anyhow::Resu
     let config = Config::load(path);
     let format = flag.unwrap_or(config.as_ref().map_or(LogFormat::Human, |c| c.log.format));
     match &config {
-        Ok(c) => emseepea::telemetry::logs::init_with_traces(format, c)?,
+        Ok(c) => emseepea::telemetry::logs::init_with_traces(format, &c.traces)?,
         Err(_) => emseepea::telemetry::logs::init(format),
     }
     Ok(config?)
@@ -300,7 +300,7 @@ fn main() -> ExitCode {
                 })
             }
             Command::Stdio { config } => {
-                emseepea::mcp::stdio::serve(load_serving(&config, flag)?).await?;
+                emseepea::server::stdio(load_serving(&config, flag)?).await?;
                 Ok(Outcome::Ok)
             }
             Command::Token {
@@ -315,7 +315,9 @@ fn main() -> ExitCode {
                 let audience = audience
                     .unwrap_or_else(|| emseepea::server::resource_url(&config, config.listen));
                 let token = emseepea::auth::verifier::dev::mint(
-                    &config,
+                    &config.auth,
+                    &config.file,
+                    &config.state_dir,
                     &emseepea::auth::verifier::dev::TokenRequest {
                         subject: sub.as_deref(),
                         scopes: &scope,
@@ -360,7 +362,7 @@ fn main() -> ExitCode {
                         into,
                         name,
                         lock,
-                        config,
+                        sources: config.map(|c| c.sources),
                         trusted_keys,
                         registry: registry.registry(),
                     })

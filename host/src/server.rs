@@ -2,8 +2,9 @@
 //! and shut down gracefully on SIGINT/SIGTERM.
 
 use crate::admin::{self, Health, Phase};
+use crate::auth::config::AuthMethod;
 use crate::auth::{Auth, Credentials};
-use crate::config::{AuthMethod, Config};
+use crate::config::Config;
 use crate::inventory::{CursorKeys, Pager, StaticResources, SystemClock};
 use crate::listener::{
     AcceptFailures, ConnectionLimits, RateLimitedLog, YieldingStream, repoll_self_wakes,
@@ -36,7 +37,7 @@ pub struct Loaded {
 /// the config (credentials, static resources) is checked before the first
 /// component is compiled, which can take minutes for interpreted guests.
 pub async fn load(config: Config) -> anyhow::Result<Loaded> {
-    let credentials = Credentials::load(&config)
+    let credentials = Credentials::load(&config.auth, &config.state_dir)
         .await
         .map_err(|e| anyhow::anyhow!("{}: [auth]: {e}", config.file.display()))?;
     let statics = StaticResources::load(&config.resources)
@@ -113,6 +114,18 @@ fn origin_and_path(url: &str) -> (String, String) {
     }
 }
 
+/// `emseepea stdio`: load the config's sources and serve one client on
+/// stdin/stdout.
+pub async fn stdio(config: Config) -> anyhow::Result<()> {
+    let credentials = crate::mcp::stdio::Credentials::from_env()?;
+    let listen = config.listen;
+    let loaded = load(config).await?;
+    // The resource URL (the tokens' audience) is the one `serve` would use,
+    // so a token minted by `emseepea token --config` works here too.
+    let app = Arc::new(build_app(loaded, listen).await?);
+    crate::mcp::stdio::serve(app, credentials).await
+}
+
 pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App> {
     let resource = resource_url(&loaded.config, bound);
     let scopes = all_scopes(&loaded);
@@ -123,7 +136,7 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
         credentials,
         ..
     } = loaded;
-    let auth = Auth::with_credentials(&config, credentials, resource.clone(), scopes)
+    let auth = Auth::with_credentials(&config.auth, credentials, resource.clone(), scopes)
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     if matches!(config.auth.method, AuthMethod::Dev) {
         tracing::warn!(
@@ -168,7 +181,7 @@ pub async fn build_app(loaded: Loaded, bound: SocketAddr) -> anyhow::Result<App>
         pager,
         statics,
         sources,
-        config,
+        config: config.mcp(),
     })
 }
 
@@ -196,12 +209,14 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr()?;
+    let workers_config = loaded.config.workers;
+    let idle_trim_s = loaded.config.runtime.idle_trim_s;
     let app = Arc::new(build_app(loaded, bound).await?);
     // After loading: compiling uses `block_in_place`, which hands a worker's
     // core to a new thread, and a plan made before would pin the old one.
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
-    let placement = crate::workers::place(app.config.workers.pin, workers);
-    let yield_after_us = app.config.workers.yield_after_us;
+    let placement = crate::workers::place(workers_config.pin, workers);
+    let yield_after_us = workers_config.yield_after_us;
     crate::workers::take_turns(Duration::from_micros(yield_after_us.into()));
     tracing::info!(workers, yield_after_us, "worker threads {placement}");
     let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
@@ -212,7 +227,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     use std::io::Write;
     let _ = std::io::stdout().flush();
     tracing::info!(%bound, sources = app.sources.sources.len(), "serving");
-    let _trimmer = trim_idle_sources(app.clone());
+    let _trimmer = trim_idle_sources(app.clone(), idle_trim_s);
     let _sweeper = expire_warm_instances(app.clone());
     health.set(Phase::Ready);
 
@@ -228,7 +243,7 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
         app.sources.runtime.open_connections(),
     );
     let mut failures = AcceptFailures::default();
-    let mut refusals = RateLimitedLog::new(crate::config::ACCEPT_LOG_INTERVAL);
+    let mut refusals = RateLimitedLog::new(crate::listener::accept::ACCEPT_LOG_INTERVAL);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -300,8 +315,8 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
 /// Every few seconds, trim the sources idle for `runtime.idle_trim_s`
 /// (`runtime::trim`) and sample what the pool's idle slots hold; the task
 /// ends with `serve`. Off when `idle_trim_s` is 0.
-fn trim_idle_sources(app: Arc<App>) -> Option<AbortOnDropHandle<()>> {
-    let idle = Duration::from_secs(app.config.runtime.idle_trim_s);
+fn trim_idle_sources(app: Arc<App>, idle_trim_s: u64) -> Option<AbortOnDropHandle<()>> {
+    let idle = Duration::from_secs(idle_trim_s);
     if idle.is_zero() {
         return None;
     }

@@ -16,6 +16,15 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+/// `[admin]`: the operator's listener, separate from MCP.
+#[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (never the MCP
+    /// address). Unset: no admin listener.
+    pub listen: Option<SocketAddr>,
+}
+
 /// Where the server is in its life, as `/readyz` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]

@@ -7,7 +7,7 @@
 //! document lists them).
 
 use super::AuthError;
-use crate::config::MAX_CHALLENGE_BYTES;
+use crate::limits::MAX_CHALLENGE_BYTES;
 
 fn quoted(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
@@ -78,7 +78,7 @@ fn insufficient_scope_with(metadata_url: &str, scopes: Option<&[String]>) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{MAX_CHALLENGE_SCOPES_BYTES, MAX_SCOPE_LEN, MAX_URI_LEN};
+    use crate::limits::{MAX_CHALLENGE_SCOPES_BYTES, MAX_SCOPE_LEN, MAX_URI_LEN};
 
     /// Scopes of `MAX_SCOPE_LEN` characters whose joined length is exactly
     /// `MAX_CHALLENGE_SCOPES_BYTES`: the most startup allows.

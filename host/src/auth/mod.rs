@@ -8,14 +8,15 @@
 
 mod cache;
 mod challenge;
+pub mod config;
 mod metadata;
 mod principal;
 pub mod verifier;
 
 pub use principal::{Principal, valid_subject};
 
-use crate::config::{AuthMethod, Config};
 use cache::TokenCache;
+use config::{AuthConfig, AuthMethod};
 use http::HeaderMap;
 use std::sync::Arc;
 pub use verifier::Credentials;
@@ -34,7 +35,7 @@ pub enum AuthSetupError {
     ClientSecretNotLoaded,
     #[error(
         "the resource URL ([auth] resource, or derived from http.endpoint) is longer than {} bytes",
-        crate::config::MAX_URI_LEN
+        crate::limits::MAX_URI_LEN
     )]
     ResourceTooLong,
 }
@@ -91,23 +92,24 @@ impl Auth {
     /// `resource` is the canonical URL of the MCP endpoint (the token audience);
     /// `scopes` the union of scopes templates and static resources require.
     pub async fn new(
-        config: &Config,
+        config: &AuthConfig,
+        state_dir: &std::path::Path,
         resource: String,
         scopes: Vec<String>,
     ) -> Result<Self, AuthSetupError> {
-        let credentials = Credentials::load(config).await?;
+        let credentials = Credentials::load(config, state_dir).await?;
         Self::with_credentials(config, credentials, resource, scopes)
     }
 
     /// As [`Auth::new`], with the key material loaded beforehand (at startup,
     /// before any component is compiled).
     pub fn with_credentials(
-        config: &Config,
+        config: &AuthConfig,
         credentials: Credentials,
         resource: String,
         scopes: Vec<String>,
     ) -> Result<Self, AuthSetupError> {
-        let a = &config.auth;
+        let a = config;
         let verifier = Verifier::new(config, credentials, &resource)?;
         // Dev mode has no authorization server (tokens come from `emseepea
         // token`); advertise the server's own origin. The other modes must
@@ -119,7 +121,7 @@ impl Auth {
         };
         // Every challenge names the metadata URL: bounded so that it fits
         // (`challenge`).
-        if resource.len() > crate::config::MAX_URI_LEN {
+        if resource.len() > crate::limits::MAX_URI_LEN {
             return Err(AuthSetupError::ResourceTooLong);
         }
         let metadata_url = metadata::url_for(&resource);

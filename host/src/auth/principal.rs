@@ -1,6 +1,6 @@
 //! The caller, as the host knows it after verifying a token.
 
-use crate::config::MAX_SUBJECT_LEN;
+use crate::limits::MAX_SUBJECT_LEN;
 
 /// Who is calling: built from a validated token, never the token. Holds
 /// exactly what guests may see ("The framework exposes only that optional

@@ -14,11 +14,14 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 /// A dev-mode resource server (the state directory lives as long as the test).
 static AUTH: LazyLock<(tempfile::TempDir, Auth)> = LazyLock::new(|| {
     let dir = tempfile::tempdir().unwrap();
-    let mut config: Config =
-        toml::from_str("sources_dir = 's'\nstate_dir = 't'\n[auth]\nmode = \"dev\"\n").unwrap();
-    config.state_dir = dir.path().to_owned();
+    let config: AuthConfig = toml::from_str("mode = \"dev\"\n").unwrap();
     let auth = RUNTIME
-        .block_on(Auth::new(&config, "http://127.0.0.1:1/mcp".into(), vec![]))
+        .block_on(Auth::new(
+            &config,
+            dir.path(),
+            "http://127.0.0.1:1/mcp".into(),
+            vec![],
+        ))
         .unwrap();
     (dir, auth)
 });

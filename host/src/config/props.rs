@@ -163,16 +163,20 @@ fn toml_ish() -> impl Strategy<Value = String> {
 }
 
 /// An error names the file first, on one line.
-fn names_the_file(e: &ConfigError, file: &Path) -> Result<(), TestCaseError> {
-    let shown = e.to_string();
-    prop_assert_eq!(e.path(), file);
+fn names_the_file(
+    at: &Path,
+    shown: String,
+    reason: String,
+    file: &Path,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(at, file);
     prop_assert!(
         shown.starts_with(&format!("{}: ", file.display())),
         "{}",
         shown
     );
     prop_assert!(!shown.contains('\n'), "{}", shown);
-    prop_assert!(!e.reason().is_empty());
+    prop_assert!(!reason.is_empty());
     Ok(())
 }
 
@@ -196,7 +200,7 @@ proptest! {
             Err(e) => {
                 let utf8 = std::str::from_utf8(&bytes).is_ok();
                 prop_assert_eq!(matches!(e, ConfigError::Read { .. }), !utf8, "{}", e);
-                names_the_file(&e, &file)?;
+                names_the_file(e.path(), e.to_string(), e.reason(), &file)?;
             }
         }
     }
@@ -214,7 +218,7 @@ proptest! {
         let file = dir.path().join("source.toml");
         std::fs::write(&file, &bytes).unwrap();
         if let Err(e) = SourceManifest::load(&file) {
-            names_the_file(&e, &file)?;
+            names_the_file(e.path(), e.to_string(), e.reason(), &file)?;
         }
     }
 

@@ -8,15 +8,19 @@
 //! the same entries for every `limit`, determinism, ownership between users,
 //! refusal without a subject, `not-found` for a never-listed URI, and the
 //! budget each call used.
+//!
+//! (Over 500 lines: one driver makes every check, each across a whole
+//! traversal, a set of `limit`s and every test principal; they share its state.)
 
 use super::principals::{self, PrincipalSpec, Role, TestPrincipal};
 use super::report::{BudgetRow, PrincipalRow, Report, Rule, Stat, shorten};
-use crate::config::{Config, ConfigError, DEFAULT_PAGE_SIZE};
+use crate::config::{Config, ConfigError};
 use crate::inventory::StaticResources;
 use crate::inventory::access::may_access;
 use crate::inventory::pager::call_context;
 use crate::inventory::read::{ContentJson, ReadError, read};
 use crate::inventory::validate::{PageViolation, UriSet, validate_page};
+use crate::mcp::config::DEFAULT_PAGE_SIZE;
 use crate::runtime::{
     Access, GuestError, GuestPage, LoadError, RequestScope, Runtime, RuntimeSetupError, Source,
     SourceSet,

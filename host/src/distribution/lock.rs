@@ -57,7 +57,7 @@ impl Lock {
         };
         let lock: Lock = toml::from_str(&text).map_err(|e| LockError::Parse {
             path: path.to_owned(),
-            message: crate::config::one_line(&e.to_string()),
+            message: crate::toml_file::one_line(&e.to_string()),
         })?;
         for (name, pinned) in &lock.sources {
             if !pinned.contains("@sha256:") {

@@ -19,8 +19,8 @@ pub struct PullCommand {
     pub into: PathBuf,
     pub name: Option<String>,
     pub lock: Option<PathBuf>,
-    /// `[sources]` of this config adds trusted keys and the policy.
-    pub config: Option<crate::config::Config>,
+    /// `[sources]` of the `--config` file: trusted keys and the policy.
+    pub sources: Option<signature::SourcesConfig>,
     /// More trusted keys (inline or files).
     pub trusted_keys: Vec<String>,
     pub registry: oci::Registry,
@@ -29,11 +29,7 @@ pub struct PullCommand {
 /// Pull one reference (recording it in the lockfile, if one is named), or
 /// every source of the lockfile by its pinned digest.
 pub async fn pull_command(cmd: PullCommand) -> anyhow::Result<Vec<oci::Pulled>> {
-    let mut sources = cmd
-        .config
-        .as_ref()
-        .map(|c| c.sources.clone())
-        .unwrap_or_default();
+    let mut sources = cmd.sources.unwrap_or_default();
     let mut extra = signature::SourcesConfig {
         trusted_keys: cmd.trusted_keys,
         require_signatures: false,

@@ -16,8 +16,10 @@
 //! the key"). "Never more than 2^32 cursors under one key": the ring rotates
 //! to a fresh key before that and keeps the previous key for one traversal
 //! lifetime, so cursors already handed out keep working.
+//!
+//! (Over 500 lines: half of it is tests, of sealing, rotation and tampering.)
 
-use crate::config::TRAVERSAL_LIFETIME;
+use crate::limits::TRAVERSAL_LIFETIME;
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
 use base64::Engine as _;
@@ -614,9 +616,9 @@ pub(crate) mod tests {
     // Properties (`cargo xtask fuzz` runs them longer; see crate::fuzz).
 
     use crate::auth::Principal;
-    use crate::config::MAX_KEY_LEN;
     use crate::fuzz::time_is_up;
     use crate::inventory::pager::cursor_binding;
+    use crate::limits::MAX_KEY_LEN;
     use proptest::prelude::*;
 
     const NOW: u64 = 1_000_000_000;

@@ -3,6 +3,7 @@
 //! of HTTP or JSON-RPC framing; hands serialized `Resource` objects up.
 
 pub mod access;
+pub mod config;
 pub mod cursor;
 pub mod ownership;
 pub mod pager;

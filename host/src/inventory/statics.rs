@@ -1,11 +1,11 @@
 //! Static resources declared in the config (`[[resources]]`), loaded once at
 //! startup. "Static resources come first" in every listing.
 
-use crate::config::{
-    AccessConfig, MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_REQUIRED_SCOPES, MAX_SCOPE_LEN, MAX_URI_LEN,
-    StaticBody, StaticResourceConfig,
-};
 use crate::fields;
+use crate::inventory::config::{AccessConfig, StaticBody, StaticResourceConfig};
+use crate::limits::{
+    MAX_MIME_TYPE_LEN, MAX_NAME_LEN, MAX_REQUIRED_SCOPES, MAX_SCOPE_LEN, MAX_URI_LEN,
+};
 use crate::runtime::Access;
 use base64::Engine as _;
 use serde::Serialize;

@@ -4,8 +4,8 @@
 //! the log only ("Invalid or oversized callback results fail with a generic
 //! protocol error.").
 
-use crate::config::{MAX_KEY_LEN, MAX_URI_LEN};
 use crate::fields;
+use crate::limits::{MAX_KEY_LEN, MAX_URI_LEN};
 use crate::runtime::GuestPage;
 use crate::uri_template::UriTemplate;
 use std::collections::HashMap;

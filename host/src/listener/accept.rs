@@ -3,9 +3,15 @@
 //! the failures go on. And one line per interval, with a count, says what
 //! happened, instead of one per failure (observed: 3,951 lines in 40 s).
 
-use crate::config::{ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, ACCEPT_LOG_INTERVAL};
 use std::io;
 use std::time::{Duration, Instant};
+
+/// When `accept` fails for lack of descriptors (EMFILE/ENFILE), the loop
+/// pauses this long at first, doubling up to the maximum while it keeps failing.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// "accept failed" is logged at most once per interval, with a count.
+pub const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// errno values of "no descriptor left", the same on Linux and the BSDs.
 const ENFILE: i32 = 23;

@@ -14,6 +14,12 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// What one peer is, for the per-peer caps: an IPv6 client is usually
+/// given a /64, so each of its addresses is not a peer of its own.
+pub const DEFAULT_PEER_IPV6_PREFIX: u8 = 64;
+/// IPv4: each address is a peer (a whole /24 is often many customers).
+pub const DEFAULT_PEER_IPV4_PREFIX: u8 = 32;
+
 /// How many leading bits of a peer's address name the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerPrefixes {
@@ -26,8 +32,8 @@ pub struct PeerPrefixes {
 impl Default for PeerPrefixes {
     fn default() -> Self {
         Self {
-            v4: crate::config::DEFAULT_PEER_IPV4_PREFIX,
-            v6: crate::config::DEFAULT_PEER_IPV6_PREFIX,
+            v4: DEFAULT_PEER_IPV4_PREFIX,
+            v6: DEFAULT_PEER_IPV6_PREFIX,
         }
     }
 }

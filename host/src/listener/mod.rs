@@ -3,8 +3,8 @@
 //! failures (back-off when descriptors run out, rate-limited logging), and
 //! the stream and task wrappers the connection is served through.
 
-mod accept;
-mod limits;
+pub mod accept;
+pub mod limits;
 mod self_wakes;
 mod yielding_stream;
 

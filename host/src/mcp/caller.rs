@@ -8,8 +8,8 @@
 use super::App;
 use super::errors::McpError;
 use crate::auth::Principal;
-use crate::config::MAX_AUTH_FAILURE_LOG_LINES_PER_SECOND;
 use crate::guest_text::GuestText;
+use crate::mcp::config::MAX_AUTH_FAILURE_LOG_LINES_PER_SECOND;
 use crate::runtime::{CallerKey, InstanceKey};
 use crate::telemetry::limited::LineBudget;
 use http::HeaderMap;

@@ -65,7 +65,7 @@ impl RequestId {
         // plain strings) are already what escaping would print, so take
         // them as they are. No backslash means no escape inside a string,
         // so its only quotes are its own two.
-        if raw.len() <= crate::config::MAX_LOGGED_GUEST_TEXT_BYTES
+        if raw.len() <= crate::guest_text::MAX_LOGGED_GUEST_TEXT_BYTES
             && raw.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'\\')
         {
             return raw.to_owned();

@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod caller;
+pub mod config;
 pub mod errors;
 pub mod exchange;
 pub mod http;
@@ -22,7 +23,6 @@ pub mod stdio;
 pub mod version;
 
 use crate::auth::Auth;
-use crate::config::Config;
 use crate::inventory::{CursorKeys, Pager, StaticResources};
 use crate::runtime::{Source, SourceSet};
 use serde_json::value::RawValue;
@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 /// Everything a request may need, built once at startup.
 pub struct App {
-    pub config: Config,
+    pub config: config::McpConfig,
     pub sources: SourceSet,
     pub statics: Arc<StaticResources>,
     pub pager: Pager<Arc<Source>>,

@@ -18,6 +18,9 @@
 //!
 //! End of stdin or SIGTERM/SIGINT: stop reading, let in-flight requests end
 //! within `http.shutdown_grace_ms`, cancel the rest, flush, return.
+//!
+//! (Over 500 lines: the whole stdio front end, reader, in-flight bound,
+//! cancellation and one writer, reads as one loop; about 45 are tests.)
 
 use super::App;
 use super::caller::{self, Caller};
@@ -30,7 +33,6 @@ use super::methods::{self, Ctx};
 use super::model::{ErrorObject, ErrorResponse, to_bytes};
 use super::session::Session;
 use super::version::Version;
-use crate::config::{Config, STDIO_MAX_IN_FLIGHT};
 use crate::runtime::RequestScope;
 use http::HeaderMap;
 use http::header::{AUTHORIZATION, HeaderValue};
@@ -42,6 +44,11 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// `emseepea stdio`: requests of the one client running at once (and
+/// answers waiting for stdout). Reading stdin pauses at this bound, so a
+/// client that never reads its answers cannot grow the host's memory.
+pub const STDIO_MAX_IN_FLIGHT: usize = 64;
 
 /// The environment variable that carries the caller's bearer token.
 pub const TOKEN_ENV: &str = "EMSEEPEA_TOKEN";
@@ -89,14 +96,8 @@ impl Credentials {
     }
 }
 
-/// Load the config's sources and serve one client on stdin/stdout.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let credentials = Credentials::from_env()?;
-    let listen = config.listen;
-    let loaded = crate::server::load(config).await?;
-    // The resource URL (the tokens' audience) is the one `serve` would use,
-    // so a token minted by `emseepea token --config` works here too.
-    let app = Arc::new(crate::server::build_app(loaded, listen).await?);
+/// Serve one client on stdin/stdout (`server::stdio` builds the app).
+pub async fn serve(app: Arc<App>, credentials: Credentials) -> anyhow::Result<()> {
     announce(&app, &credentials).await;
     let stdin = BufReader::new(tokio::io::stdin());
     run(

@@ -1,8 +1,8 @@
 //! The limits of one guest call and the typed ways a call can end badly.
 
 use super::bindings::emseepea::inventory::types::SourceError;
-use crate::config::BudgetConfig;
 use crate::guest_text::GuestText;
+use crate::runtime::config::BudgetConfig;
 use std::time::{Duration, Instant};
 
 /// The limits one guest call runs under.

@@ -14,7 +14,7 @@
 //! Entries are written to a fresh 0600 file and renamed. Any failed check
 //! is logged with the file name and recompiled; it is never deserialized.
 
-use crate::config::RuntimeConfig;
+use crate::runtime::config::RuntimeConfig;
 use crate::state::{self, StateError};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};

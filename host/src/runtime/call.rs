@@ -572,7 +572,7 @@ fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> 
         Some(trap) => GuestError::Trap(trap.to_string()),
         // The message may carry guest text (names from its name section):
         // `GuestError`'s Display bounds and escapes it.
-        None => GuestError::Trap(crate::config::one_line(&format!("{err:#}"))),
+        None => GuestError::Trap(crate::toml_file::one_line(&format!("{err:#}"))),
     }
 }
 

@@ -18,7 +18,7 @@
 //! happens in-process on an engine and a thread pool of its own.
 
 use super::cache::CacheError;
-use crate::config::RuntimeConfig;
+use crate::runtime::config::RuntimeConfig;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -99,7 +99,7 @@ fn in_child(exe: &Path, config: &RuntimeConfig, wasm: &[u8]) -> Result<Vec<u8>, 
         return Ok(output.stdout);
     }
     let reason = String::from_utf8_lossy(&output.stderr);
-    let reason = crate::config::one_line(reason.trim());
+    let reason = crate::toml_file::one_line(reason.trim());
     Err(ChildError::Failed(if reason.is_empty() {
         format!("the compiler process ended with {}", output.status)
     } else {
@@ -162,7 +162,7 @@ const COMPILER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2
 fn on_own_threads(engine: &Engine, wasm: &[u8]) -> Result<Vec<u8>, CacheError> {
     let compile = || {
         let fail =
-            |e: wasmtime::Error| CacheError::Compile(crate::config::one_line(&format!("{e:#}")));
+            |e: wasmtime::Error| CacheError::Compile(crate::toml_file::one_line(&format!("{e:#}")));
         let compiler = Engine::new(engine.config()).map_err(fail)?;
         compiler.precompile_component(wasm).map_err(fail)
     };

@@ -18,7 +18,7 @@
 
 use super::bindings::emseepea::inventory::types::{ResourceBody, ResourceContents};
 use super::page::{LiftError, lift_bytes, lift_str, read_u32};
-use crate::config::READ_CONTENT_ITEM_BYTES;
+use crate::limits::READ_CONTENT_ITEM_BYTES;
 use std::cell::Cell;
 use std::future::Future;
 use wasmtime::component::__internal::wasmtime_environ::component::StringEncoding;

@@ -2,12 +2,12 @@
 //! validated once at startup and fixed until restart.
 
 use super::bindings::emseepea::inventory::types::{self as wit};
-use crate::config::{
+use crate::fields;
+use crate::guest_text::GuestText;
+use crate::limits::{
     MAX_DESCRIPTION_LEN, MAX_MIME_TYPE_LEN, MAX_REQUIRED_SCOPES, MAX_SCOPE_LEN,
     MAX_TEMPLATE_NAME_LEN as MAX_NAME, MAX_TITLE_LEN,
 };
-use crate::fields;
-use crate::guest_text::GuestText;
 use crate::uri_template::{TemplateError, UriTemplate};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

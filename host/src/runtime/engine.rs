@@ -7,7 +7,7 @@ use super::host_state::HostState;
 use super::slots::{SlotLimits, Slots};
 use super::standby::StandbyBound;
 use super::warm::{WarmLimits, WarmPool};
-use crate::config::RuntimeConfig;
+use crate::runtime::config::RuntimeConfig;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -38,7 +38,7 @@ pub enum RuntimeSetupError {
 
 /// wasmtime's error with its causes, on one line.
 pub(crate) fn one_line_chain(e: &wasmtime::Error) -> String {
-    crate::config::one_line(&format!("{e:#}"))
+    crate::toml_file::one_line(&format!("{e:#}"))
 }
 
 pub struct Runtime {

@@ -1,6 +1,10 @@
 //! Loading sources: every `*.wasm` of the sources directory in file-name
 //! order (= registration order), each with an optional `NAME.toml` manifest.
 //! Anything wrong stops startup with one line naming the file and the reason.
+//!
+//! (Over 500 lines: the checked export signatures, the typed load errors
+//! and one source's load, from its verified bytes to a linked component,
+//! read as one sequence.)
 
 use super::bindings::emseepea::inventory::types::{
     CallContext, ResourceContents, SourceError, Template,
@@ -8,6 +12,7 @@ use super::bindings::emseepea::inventory::types::{
 use super::bindings::exports::emseepea::inventory::template;
 use super::budget::GuestError;
 use super::cache::{CacheError, CacheOutcome, ComponentCache, sha256_hex};
+use super::capabilities::ServerSections;
 use super::capabilities::{CapabilityError, ServerCapabilities, SourceCapabilities};
 use super::contents::{GuestContents, with_read_bound};
 use super::definition::{DefinitionError, SourceDefinition};
@@ -15,12 +20,14 @@ use super::engine::{Runtime, one_line_chain};
 use super::host_state::HostState;
 use super::page::GuestPage;
 use super::scope::RequestScope;
-use crate::config::{
-    BudgetConfig, BudgetProblem, Config, ConfigError, MAX_CHALLENGE_SCOPES_BYTES,
-    STARTUP_CALL_DURATION_MS, SourceManifest, check_budget,
-};
+use crate::distribution::signature::SourcesConfig;
 use crate::distribution::signature::{self, KeysError, Policy, SignatureProblem, Verdict};
 use crate::guest_text::GuestText;
+use crate::limits::MAX_CHALLENGE_SCOPES_BYTES;
+use crate::runtime::config::{
+    BudgetConfig, BudgetProblem, ManifestError, RuntimeConfig, STARTUP_CALL_DURATION_MS,
+    SourceManifest, check_budget,
+};
 use crate::telemetry::metrics::ExportSeries;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -141,7 +148,7 @@ pub enum LoadProblem {
     /// The manifest could not be read or parsed (the error's path is the
     /// `LoadError`'s file).
     #[error("bad manifest: {}", .0.reason())]
-    Manifest(ConfigError),
+    Manifest(ManifestError),
     #[error("bad manifest: budget: {0}")]
     Budget(BudgetProblem),
     #[error(
@@ -410,9 +417,29 @@ pub struct SourceSet {
     pub fingerprint: [u8; 32],
 }
 
+/// What loading the sources reads of the server's configuration, which
+/// composes it (`From<&Config>`); each field is the key of the same name.
+pub struct LoadSettings<'c> {
+    /// The config file: errors in its own settings name it.
+    pub file: &'c Path,
+    pub sources_dir: &'c Path,
+    /// `[sources]`: the trusted keys and the signature policy.
+    pub sources: &'c SourcesConfig,
+    pub cache_dir: PathBuf,
+    pub cache_key_file: PathBuf,
+    pub budget: BudgetConfig,
+    pub runtime: &'c RuntimeConfig,
+    /// Each capability's own section (`[databases]`, `[directories]`).
+    pub capabilities: ServerSections<'c>,
+}
+
 impl SourceSet {
     /// Load every `*.wasm` of `config.sources_dir` in file-name order.
-    pub async fn load(runtime: Arc<Runtime>, config: &Config) -> Result<SourceSet, LoadError> {
+    pub async fn load<'c>(
+        runtime: Arc<Runtime>,
+        config: impl Into<LoadSettings<'c>>,
+    ) -> Result<SourceSet, LoadError> {
+        let config = &config.into();
         let dir = &config.sources_dir;
         let entries =
             std::fs::read_dir(dir).map_err(|e| LoadError::new(dir, LoadProblem::SourcesDir(e)))?;
@@ -450,20 +477,20 @@ impl SourceSet {
                 return Err(LoadError::new(sig, LoadProblem::SignatureWithoutComponent));
             }
         }
-        let policy = Policy::from_config(&config.sources)
-            .map_err(|e| LoadError::new(&config.file, LoadProblem::TrustedKeys(e)))?;
+        let policy = Policy::from_config(config.sources)
+            .map_err(|e| LoadError::new(config.file, LoadProblem::TrustedKeys(e)))?;
         let cache = ComponentCache::open(
             &runtime.engine,
-            config.cache_dir(),
-            &config.cache_key_file(),
+            config.cache_dir.clone(),
+            &config.cache_key_file,
         )
-        .map_err(|e| LoadError::new(&config.file, e.into()))?;
-        let shared = ServerCapabilities::new(config)
-            .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
+        .map_err(|e| LoadError::new(config.file, e.into()))?;
+        let shared = ServerCapabilities::new(config.capabilities)
+            .map_err(|e| LoadError::new(config.file, LoadProblem::Capabilities(e)))?;
         shared
             .verify()
             .await
-            .map_err(|e| LoadError::new(&config.file, LoadProblem::Capabilities(e)))?;
+            .map_err(|e| LoadError::new(config.file, LoadProblem::Capabilities(e)))?;
         let mut sources: Vec<Arc<Source>> = Vec::new();
         for file in files {
             let source = load_one(&runtime, config, &shared, &cache, &policy, &file).await?;
@@ -532,7 +559,7 @@ fn fingerprint(sources: &[Arc<Source>]) -> [u8; 32] {
 
 async fn load_one(
     runtime: &Arc<Runtime>,
-    config: &Config,
+    config: &LoadSettings<'_>,
     shared: &ServerCapabilities,
     cache: &ComponentCache,
     policy: &Policy,
@@ -544,7 +571,7 @@ async fn load_one(
     let manifest_error = |e: std::io::Error| {
         LoadError::new(
             &manifest_path,
-            LoadProblem::Manifest(ConfigError::Read {
+            LoadProblem::Manifest(ManifestError::Read {
                 path: manifest_path.clone(),
                 source: e,
             }),
@@ -610,7 +637,7 @@ async fn load_one(
         }
     } as usize;
     let mut capabilities = shared
-        .grant(&manifest)
+        .grant(manifest.asks())
         .map_err(|e| LoadError::new(&manifest_path, LoadProblem::Grant(e)))?;
 
     // The cache is keyed by the digest of the verified bytes and compiles
@@ -619,7 +646,7 @@ async fn load_one(
     let engine = runtime.engine.clone();
     let (component, outcome) = {
         let cache_result = tokio::task::block_in_place(|| {
-            cache.load_or_compile(&engine, &config.runtime, &wasm, &wasm_sha256)
+            cache.load_or_compile(&engine, config.runtime, &wasm, &wasm_sha256)
         });
         cache_result.map_err(|e| LoadError::new(file, e.into()))?
     };

@@ -5,10 +5,16 @@
 //! one "guest output suppressed" line instead (16 KiB of `x\n` was 8,192 log
 //! lines per call and stream).
 
-use crate::config::{MAX_GUEST_OUTPUT_LINES_PER_CALL, MAX_GUEST_OUTPUT_LINES_PER_SECOND};
 use crate::guest_text::GuestText;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Lines of guest stdout (and, separately, stderr) logged per call; the rest
+/// are counted in one "guest output suppressed" line.
+pub const MAX_GUEST_OUTPUT_LINES_PER_CALL: usize = 20;
+/// Lines of guest output logged per source per second, over all its calls
+/// (both streams); the rest are suppressed and counted the same way.
+pub const MAX_GUEST_OUTPUT_LINES_PER_SECOND: usize = 100;
 
 /// One source's output allowance: a fixed one-second window.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! `EMSEEPEA_LOG`; and, when traces are on, the layer that exports spans.
 
 use super::traces;
-use crate::config::{Config, LogFormat};
+use crate::telemetry::config::{LogFormat, TracesConfig};
 use tracing_log::AsLog;
 use tracing_subscriber::filter::{EnvFilter, FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::prelude::*;
@@ -22,9 +22,12 @@ pub fn init(format: LogFormat) {
     install(format, None);
 }
 
-/// Logs, and traces if `config` (or the OpenTelemetry variables) turns them
+/// Logs, and traces if `config`, the `[traces]` section, (or the OpenTelemetry variables) turns them
 /// on. Must run inside the tokio runtime.
-pub fn init_with_traces(format: LogFormat, config: &Config) -> Result<(), traces::TracesError> {
+pub fn init_with_traces(
+    format: LogFormat,
+    config: &TracesConfig,
+) -> Result<(), traces::TracesError> {
     let Some((layer, settings)) = traces::layer::<Registry>(config)? else {
         install(format, None);
         return Ok(());

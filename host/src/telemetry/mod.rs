@@ -2,6 +2,7 @@
 //! log lines (`logs`) and OpenTelemetry traces (`traces`, `spans`).
 //! Telemetry observes every layer and changes none.
 
+pub mod config;
 mod histogram;
 pub mod limited;
 pub mod logs;

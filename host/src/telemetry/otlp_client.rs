@@ -5,7 +5,7 @@
 //! executor, where no tokio reactor runs: each export is spawned onto the
 //! server's runtime and its `JoinHandle` awaited, which any executor can do.
 
-use crate::config::{TRACE_EXPORT_MAX_RESPONSE_BYTES, TRACE_EXPORT_TIMEOUT};
+use crate::telemetry::config::{TRACE_EXPORT_MAX_RESPONSE_BYTES, TRACE_EXPORT_TIMEOUT};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;

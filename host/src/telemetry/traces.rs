@@ -15,7 +15,7 @@
 //! operator's `sample_ratio`, not the client's sampled flag, unless
 //! `follow_client_sampled` lets that flag raise it ([`OperatorSampler`]).
 
-use crate::config::{Config, DEFAULT_TRACE_SERVICE_NAME, MAX_TRACESTATE_BYTES};
+use crate::telemetry::config::{DEFAULT_TRACE_SERVICE_NAME, MAX_TRACESTATE_BYTES, TracesConfig};
 use http::HeaderMap;
 use opentelemetry::Context;
 use opentelemetry::KeyValue;
@@ -119,12 +119,15 @@ impl ShouldSample for OperatorSampler {
 
 impl Settings {
     /// `None`: traces are off.
-    pub fn resolve(config: &Config, env: impl Fn(&str) -> Option<String>) -> Option<Settings> {
+    pub fn resolve(
+        config: &TracesConfig,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Option<Settings> {
         let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         if env(SDK_DISABLED_VAR).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
             return None;
         }
-        let t = &config.traces;
+        let t = config;
         let traces_url = match (&t.endpoint, env(TRACES_ENDPOINT_VAR), env(ENDPOINT_VAR)) {
             (Some(base), _, _) => signal_url(base),
             // The per-signal variable is the full URL, as the spec says.
@@ -152,7 +155,7 @@ fn signal_url(base: &str) -> String {
 /// The layer that turns `TARGET` spans into OpenTelemetry spans, or `None`
 /// when traces are off. Must be called inside the tokio runtime (the
 /// exporter sends on it).
-pub fn layer<S>(config: &Config) -> Result<Option<(impl Layer<S>, Settings)>, TracesError>
+pub fn layer<S>(config: &TracesConfig) -> Result<Option<(impl Layer<S>, Settings)>, TracesError>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
@@ -305,9 +308,9 @@ pub fn inject(span: &tracing::Span, headers: &mut HeaderMap) {
 mod tests {
     use super::*;
 
-    fn config(toml: &str) -> Config {
-        let base = "sources_dir = \"s\"\nstate_dir = \"t\"\n";
-        toml::from_str(&format!("{base}{toml}")).unwrap()
+    /// `[traces]` from its lines.
+    fn config(toml: &str) -> TracesConfig {
+        toml::from_str(toml.strip_prefix("[traces]\n").unwrap_or(toml)).unwrap()
     }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {

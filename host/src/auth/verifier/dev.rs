@@ -2,7 +2,7 @@
 //! run and keeps in its state directory (`dev-secret`: 32 raw bytes, 0600). `emseepea token` mints them; the
 //! server refuses them unless the config says `mode = "dev"`.
 
-use crate::config::{AuthMethod, Config};
+use crate::auth::config::{AuthConfig, AuthMethod};
 use crate::state;
 use jsonwebtoken::{EncodingKey, Header};
 use serde_json::json;
@@ -46,17 +46,23 @@ pub enum MintError {
     Sign(#[from] jsonwebtoken::errors::Error),
 }
 
-/// Mint a dev token (refused unless the config is in dev mode).
-pub fn mint(config: &Config, req: &TokenRequest) -> Result<String, MintError> {
-    if !matches!(config.auth.method, AuthMethod::Dev) {
-        return Err(MintError::NotDevMode(config.file.clone()));
+/// Mint a dev token (refused unless `config`, the `[auth]` of
+/// `config_file`, is in dev mode); the secret lives in `state_dir`.
+pub fn mint(
+    config: &AuthConfig,
+    config_file: &Path,
+    state_dir: &Path,
+    req: &TokenRequest,
+) -> Result<String, MintError> {
+    if !matches!(config.method, AuthMethod::Dev) {
+        return Err(MintError::NotDevMode(config_file.to_owned()));
     }
     if let Some(s) = req.subject
         && !crate::auth::valid_subject(s)
     {
         return Err(MintError::Subject);
     }
-    let secret = load_or_create_secret(&config.state_dir)?;
+    let secret = load_or_create_secret(state_dir)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|_| MintError::Clock)?

@@ -7,7 +7,8 @@
 use super::lookups::Lookups;
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
 use crate::auth::AuthSetupError;
-use crate::config::{Config, IntrospectionConfig, MAX_INTROSPECTION_RESPONSE_BYTES, Secret};
+use crate::auth::config::{AuthConfig, IntrospectionConfig, MAX_INTROSPECTION_RESPONSE_BYTES};
+use crate::secret::Secret;
 use serde_json::{Map, Value};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -33,7 +34,7 @@ pub struct Introspector {
 impl Introspector {
     pub fn new(
         c: &IntrospectionConfig,
-        config: &Config,
+        config: &AuthConfig,
         resource: &str,
     ) -> Result<Self, AuthSetupError> {
         Ok(Self {
@@ -48,8 +49,8 @@ impl Introspector {
             issuer: c.issuer.clone(),
             audience: resource.to_owned(),
             audiences: super::accepted_audiences(resource, config),
-            subject_claim: config.auth.subject_claim.clone(),
-            scope_claims: config.auth.scope_claims.clone(),
+            subject_claim: config.subject_claim.clone(),
+            scope_claims: config.scope_claims.clone(),
             client: crate::http_client::client().map_err(AuthSetupError::IntrospectionClient)?,
             lookups: Lookups::new(
                 c.max_concurrent,

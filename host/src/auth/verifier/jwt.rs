@@ -11,7 +11,7 @@
 //!   set changes, its generation changes and remembered tokens are dropped.
 
 use super::{Verified, VerifyError, numeric_date, principal_from_claims};
-use crate::config::{Config, JwksSource, JwtConfig};
+use crate::auth::config::{AuthConfig, JwksSource, JwtConfig};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
@@ -178,7 +178,7 @@ async fn fetch(
         .send()
         .await?
         .error_for_status()?;
-    crate::http_client::read_capped(resp, crate::config::MAX_JWKS_BYTES).await
+    crate::http_client::read_capped(resp, crate::auth::config::MAX_JWKS_BYTES).await
 }
 
 impl KeyStore {
@@ -305,7 +305,7 @@ impl JwtVerifier {
         store: Arc<KeyStore>,
         issuer: String,
         resource: &str,
-        config: &Config,
+        config: &AuthConfig,
         required_typ: Option<String>,
     ) -> Self {
         Self {
@@ -313,9 +313,9 @@ impl JwtVerifier {
             issuer,
             audience: resource.to_owned(),
             audiences: super::accepted_audiences(resource, config),
-            subject_claim: config.auth.subject_claim.clone(),
-            scope_claims: config.auth.scope_claims.clone(),
-            leeway: config.auth.leeway_s,
+            subject_claim: config.subject_claim.clone(),
+            scope_claims: config.scope_claims.clone(),
+            leeway: config.leeway_s,
             required_typ,
         }
     }
@@ -324,7 +324,7 @@ impl JwtVerifier {
     pub fn from_config(
         store: Arc<KeyStore>,
         jwt: &JwtConfig,
-        config: &Config,
+        config: &AuthConfig,
         resource: &str,
     ) -> Self {
         Self::new(
@@ -337,7 +337,7 @@ impl JwtVerifier {
     }
 
     /// A verifier with one HMAC key (dev mode).
-    pub fn hmac(secret: &[u8], issuer: &str, resource: &str, config: &Config) -> Self {
+    pub fn hmac(secret: &[u8], issuer: &str, resource: &str, config: &AuthConfig) -> Self {
         let mut keys = HashMap::new();
         keys.insert(
             None,

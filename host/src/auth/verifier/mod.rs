@@ -8,8 +8,9 @@ pub mod jwt;
 pub mod lookups;
 
 use super::{AuthSetupError, Principal, valid_subject};
-use crate::config::{AuthMethod, Config, IntrospectionConfig, JwtConfig};
+use crate::auth::config::{AuthConfig, AuthMethod, IntrospectionConfig, JwtConfig};
 use serde_json::{Map, Value};
+use std::path::Path;
 
 #[derive(Clone, Debug)]
 pub struct Verified {
@@ -43,17 +44,18 @@ pub enum Credentials {
 }
 
 impl Credentials {
-    pub async fn load(config: &Config) -> Result<Self, AuthSetupError> {
-        if config.auth.allow_plain_http {
+    /// `state_dir` holds the dev secret.
+    pub async fn load(config: &AuthConfig, state_dir: &Path) -> Result<Self, AuthSetupError> {
+        if config.allow_plain_http {
             tracing::warn!(
                 "auth.allow_plain_http = true: the JWKS URL and the introspection endpoint may be \
                  plain http to any host; anyone on the path can read bearer tokens and the client \
                  secret, or swap the keys"
             );
         }
-        Ok(match &config.auth.method {
+        Ok(match &config.method {
             AuthMethod::None => Credentials::None,
-            AuthMethod::Dev => Credentials::Dev(dev::load_or_create_secret(&config.state_dir)?),
+            AuthMethod::Dev => Credentials::Dev(dev::load_or_create_secret(state_dir)?),
             AuthMethod::Jwt(jwt) => Credentials::Jwt(jwt::KeyStore::load(jwt).await?, jwt.clone()),
             AuthMethod::Introspection(i) => Credentials::Introspection(i.clone()),
         })
@@ -63,7 +65,7 @@ impl Credentials {
 impl Verifier {
     /// The verifier for `resource` (the audience); `None` in mode `none`.
     pub fn new(
-        config: &Config,
+        config: &AuthConfig,
         credentials: Credentials,
         resource: &str,
     ) -> Result<Option<Self>, AuthSetupError> {
@@ -175,9 +177,9 @@ pub fn principal_from_claims(
 
 /// What a token's `aud` may name: this server's resource URL, and the
 /// operator's `[auth] accepted_audiences`.
-fn accepted_audiences(resource: &str, config: &Config) -> Vec<String> {
+fn accepted_audiences(resource: &str, config: &AuthConfig) -> Vec<String> {
     let mut all = vec![resource.to_owned()];
-    all.extend(config.auth.accepted_audiences.iter().cloned());
+    all.extend(config.accepted_audiences.iter().cloned());
     all
 }
 

@@ -3,7 +3,7 @@
 //! `MAX_TEMPLATE_NAME_LEN`), the URI scheme (`NAME://records/{id}`: a letter
 //! first, no `_`) and the scope (`NAME:read`), so it must suit all of them.
 
-use crate::config::MAX_TEMPLATE_NAME_LEN;
+use crate::limits::MAX_TEMPLATE_NAME_LEN;
 
 /// Names Cargo refuses for a package (Rust keywords and the standard
 /// crates) and the SDK's own, which the project depends on.

@@ -3,6 +3,7 @@
 //! header rules (`headers`), and the response builders below.
 
 pub mod body;
+pub mod config;
 pub mod cors;
 pub mod guards;
 pub mod headers;

@@ -2,7 +2,6 @@
 //! manifest. The only configuration a guest sees (its environment is empty).
 
 use super::{CallInfo, CallView, Capability, ViewOf};
-use crate::config::SourceManifest;
 use crate::runtime::bindings::emseepea::inventory::config::{self as wit, Host};
 use crate::runtime::host_state::HostState;
 use std::collections::BTreeMap;
@@ -30,12 +29,16 @@ impl Capability for SourceConfig {
     type GrantError = std::convert::Infallible;
     type CallError = std::convert::Infallible;
 
-    fn configure(_: &crate::config::Config) -> Result<Self, Self::DefinitionError> {
+    type Section<'c> = ();
+    /// The manifest's `[config]` table.
+    type Asked<'m> = &'m BTreeMap<String, String>;
+
+    fn configure((): ()) -> Result<Self, Self::DefinitionError> {
         Ok(Self)
     }
 
-    fn grant(&self, manifest: &SourceManifest) -> Result<ConfigValues, Self::GrantError> {
-        Ok(ConfigValues::new(manifest.config.clone()))
+    fn grant(&self, values: Self::Asked<'_>) -> Result<ConfigValues, Self::GrantError> {
+        Ok(ConfigValues::new(values.clone()))
     }
 
     fn call(grant: &ConfigValues, _: &CallInfo) -> Result<ConfigValues, Self::CallError> {
@@ -63,6 +66,7 @@ pub(crate) mod checklist;
 mod tests {
     use super::*;
     use crate::runtime::capabilities::harness::{Harness, manifest};
+    use crate::runtime::config::SourceManifest;
 
     #[test]
     fn values_are_shared_not_copied() {

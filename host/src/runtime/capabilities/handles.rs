@@ -99,15 +99,16 @@ mod tests {
         assert!(toml::from_str::<HandleLimits>("sockets = 1").is_err());
         // From a source's manifest to every call of that source.
         let config = crate::runtime::capabilities::harness::server_config("");
-        let server = crate::runtime::capabilities::ServerCapabilities::new(&config).unwrap();
-        let manifest: crate::config::SourceManifest = toml::from_str(
+        let server =
+            crate::runtime::capabilities::ServerCapabilities::new(config.sections()).unwrap();
+        let manifest: crate::runtime::config::SourceManifest = toml::from_str(
             "[handles]
 http_requests = 3
 table_entries = 99
 ",
         )
         .unwrap();
-        let grants = server.grant(&manifest).unwrap();
+        let grants = server.grant(manifest.asks()).unwrap();
         let call = grants
             .for_call(
                 &"s".into(),

@@ -5,13 +5,16 @@
 //! as the guest imports them all, but granted nothing, which is what a
 //! source without that grant gets. The guest's `read` reports what it could do.
 
-use super::{Capability, Registered, SourceCapabilities};
-use crate::config::{Config, SourceManifest};
+use super::sql::config::DatabaseConfig;
+use super::wasi::DirectoryConfig;
+use super::{Capability, Registered, ServerSections, SourceCapabilities};
 use crate::runtime::bindings::InventorySource;
 use crate::runtime::bindings::emseepea::inventory::types::{
     CallContext, Principal, ResourceBody, SourceError,
 };
+use crate::runtime::config::SourceManifest;
 use crate::runtime::host_state::{HostState, MemoryAccount};
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -32,10 +35,32 @@ pub enum ReadFailure {
     NoText,
 }
 
-/// A server config from TOML lines (absolute paths, nothing resolved).
-pub fn server_config(extra: &str) -> Config {
-    toml::from_str(&format!("sources_dir = \".\"\nstate_dir = \".\"\n{extra}"))
-        .expect("harness server config")
+/// The capabilities' sections of a server config (`[databases.*]`,
+/// `[directories.*]`), as the server's file spells them.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    #[serde(default)]
+    pub databases: BTreeMap<String, DatabaseConfig>,
+    #[serde(default)]
+    pub directories: BTreeMap<String, DirectoryConfig>,
+}
+
+impl ServerConfig {
+    /// Each capability's own section, as the config composer hands it over.
+    pub fn sections(&self) -> ServerSections<'_> {
+        ServerSections {
+            wasi: &self.directories,
+            http: (),
+            config: (),
+            sql: &self.databases,
+        }
+    }
+}
+
+/// Capability sections from TOML lines (absolute paths, nothing resolved).
+pub fn server_config(extra: &str) -> ServerConfig {
+    toml::from_str(extra).expect("harness server config")
 }
 
 /// The hostile guest's manifest: `mode`, then `rest` (more `[config]`
@@ -61,7 +86,7 @@ fn guest() -> &'static (Engine, Component) {
 /// The server config every capability is configured from, and the call's
 /// budget, names and cancellation.
 pub struct Harness {
-    pub config: Config,
+    pub config: ServerConfig,
     pub deadline: Duration,
     pub cancel: CancellationToken,
     /// The call's `memory_bytes`.
@@ -88,15 +113,17 @@ impl Harness {
         &self,
         manifest: &SourceManifest,
     ) -> Result<SourceCapabilities, C::GrantError> {
-        let capability = C::configure(&self.config).expect("capability configures");
+        let capability =
+            C::configure(C::section(&self.config.sections())).expect("capability configures");
+        let asks = manifest.asks();
         let mut grants = SourceCapabilities {
             config: super::config::SourceConfig
-                .grant(manifest)
+                .grant(asks.config)
                 .expect("config values"),
             handles: manifest.handles,
             ..Default::default()
         };
-        *C::grant_slot(&mut grants) = capability.grant(manifest)?;
+        *C::grant_slot(&mut grants) = capability.grant(C::asked(&asks))?;
         Ok(grants)
     }
 

@@ -2,8 +2,12 @@
 //! Spin keeps one factor per capability and wasmtime's WASI crates one
 //! `HasData` view per interface). Each module owns:
 //!
-//! - its server-config section, read once at startup ([`Capability::configure`]);
-//! - its grant type, resolved per source from the manifest ([`Capability::grant`]);
+//! - its server-config section ([`Capability::Section`]), which it defines
+//!   and checks, and of which it is handed only its own part, once at
+//!   startup ([`Capability::configure`]): `crate::config` composes the
+//!   sections into the server's file and hands them over as [`ServerSections`];
+//! - its grant type, resolved per source from its own part of the manifest
+//!   ([`Capability::Asked`], [`Capability::grant`]; [`SourceAsks`]);
 //! - its per-call state, made fresh for every guest call ([`Capability::call`]);
 //! - its linker registration, through a [`CallView`] of its own state plus
 //!   the call's resource table, memory account, deadline and cancellation:
@@ -29,7 +33,6 @@ pub use handles::HandleLimits;
 pub use view::{CallView, ViewOf};
 
 use super::host_state::HostState;
-use crate::config::{Config, SourceManifest};
 use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::Linker;
@@ -67,10 +70,15 @@ pub trait Capability: Sized + Send + Sync + 'static {
     /// The per-call state could not be made.
     type CallError: std::error::Error + Send + Sync + 'static;
 
-    /// Read this capability's section of the server config.
-    fn configure(config: &Config) -> Result<Self, Self::DefinitionError>;
+    /// Its section of the server config, as it is handed over (`()`: it has none).
+    type Section<'c>: Copy;
+    /// What a source's manifest asks of it: its keys of `[grants]`, or its table.
+    type Asked<'m>: Copy;
+
+    /// Check and keep this capability's section of the server config.
+    fn configure(section: Self::Section<'_>) -> Result<Self, Self::DefinitionError>;
     /// Resolve one source's grant; called once per source.
-    fn grant(&self, manifest: &SourceManifest) -> Result<Self::Grant, Self::GrantError>;
+    fn grant(&self, asked: Self::Asked<'_>) -> Result<Self::Grant, Self::GrantError>;
     /// Fresh state for one call of a source with `grant`.
     fn call(grant: &Self::Grant, call: &CallInfo) -> Result<Self::Call, Self::CallError>;
     /// Link this capability's host functions; `view` picks its state.
@@ -108,6 +116,8 @@ pub struct CallSetupError {
 pub trait Registered: Capability {
     fn pick(c: &mut CallCapabilities) -> &mut Self::Call;
     fn grant_slot(s: &mut SourceCapabilities) -> &mut Self::Grant;
+    fn section<'c>(s: &ServerSections<'c>) -> Self::Section<'c>;
+    fn asked<'m>(a: &SourceAsks<'m>) -> Self::Asked<'m>;
 }
 
 /// The registration list: one line per capability (field name: type).
@@ -116,6 +126,21 @@ pub trait Registered: Capability {
 /// [`CallCapabilities`] (one per-call state each) and [`add_to_linker`].
 macro_rules! capabilities {
     ($($field:ident: $ty:ty),* $(,)?) => {
+        /// Each capability's own section of the server config, as the
+        /// composer (`crate::config`) hands them over.
+        #[derive(Clone, Copy)]
+        pub struct ServerSections<'c> {
+            $(pub $field: <$ty as Capability>::Section<'c>,)*
+        }
+
+        /// What one source's manifest asks of each capability, and its
+        /// handle bounds (`runtime::config::SourceManifest::asks`).
+        #[derive(Clone, Copy)]
+        pub struct SourceAsks<'m> {
+            $(pub $field: <$ty as Capability>::Asked<'m>,)*
+            pub handles: HandleLimits,
+        }
+
         /// Every capability, configured from the server config.
         pub struct ServerCapabilities {
             $($field: $ty,)*
@@ -142,9 +167,9 @@ macro_rules! capabilities {
         pub const REGISTERED: &[&str] = &[$(<$ty>::NAME),*];
 
         impl ServerCapabilities {
-            pub fn new(config: &Config) -> Result<Self, CapabilityError> {
+            pub fn new(sections: ServerSections<'_>) -> Result<Self, CapabilityError> {
                 Ok(Self {
-                    $($field: <$ty>::configure(config).map_err(|e| CapabilityError::Definition {
+                    $($field: <$ty>::configure(sections.$field).map_err(|e| CapabilityError::Definition {
                         capability: <$ty>::NAME,
                         source: Box::new(e),
                     })?,)*
@@ -153,13 +178,13 @@ macro_rules! capabilities {
 
             /// Resolve a manifest's grants. A grant naming something the
             /// server config does not define is an error.
-            pub fn grant(&self, manifest: &SourceManifest) -> Result<SourceCapabilities, CapabilityError> {
+            pub fn grant(&self, asks: SourceAsks<'_>) -> Result<SourceCapabilities, CapabilityError> {
                 Ok(SourceCapabilities {
-                    $($field: self.$field.grant(manifest).map_err(|e| CapabilityError::Grant {
+                    $($field: self.$field.grant(asks.$field).map_err(|e| CapabilityError::Grant {
                         capability: <$ty>::NAME,
                         source: Box::new(e),
                     })?,)*
-                    handles: manifest.handles,
+                    handles: asks.handles,
                 })
             }
         }
@@ -203,6 +228,12 @@ macro_rules! capabilities {
             }
             fn grant_slot(s: &mut SourceCapabilities) -> &mut Self::Grant {
                 &mut s.$field
+            }
+            fn section<'c>(s: &ServerSections<'c>) -> Self::Section<'c> {
+                s.$field
+            }
+            fn asked<'m>(a: &SourceAsks<'m>) -> Self::Asked<'m> {
+                a.$field
             }
         })*
     };

@@ -13,13 +13,19 @@
 //! imports ([`WasiUse::of`]).
 
 use super::{CallInfo, CallView, Capability};
-use crate::config::{Config, SourceManifest};
 use crate::runtime::host_state::HostState;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryConfig {
+    /// The directory, preopened read-only at `/LABEL` for sources granted it.
+    pub path: PathBuf,
+}
 
 /// Bytes of stdout and of stderr kept per call for the log.
 pub const CAPTURED_OUTPUT_BYTES: usize = 16 * 1024;
@@ -190,20 +196,23 @@ impl Capability for Wasi {
     type DefinitionError = std::convert::Infallible;
     type GrantError = DirectoryGrantError;
     type CallError = PreopenError;
+    /// `[directories]`: label → the directory's config.
+    type Section<'c> = &'c BTreeMap<String, DirectoryConfig>;
+    /// `grants.directories`: the labels a source asks for.
+    type Asked<'m> = &'m [String];
 
-    fn configure(config: &Config) -> Result<Self, Self::DefinitionError> {
+    fn configure(directories: Self::Section<'_>) -> Result<Self, Self::DefinitionError> {
         Ok(Self {
-            directories: config
-                .directories
+            directories: directories
                 .iter()
                 .map(|(label, dir)| (label.clone(), dir.path.clone()))
                 .collect(),
         })
     }
 
-    fn grant(&self, manifest: &SourceManifest) -> Result<WasiGrants, DirectoryGrantError> {
+    fn grant(&self, labels: &[String]) -> Result<WasiGrants, DirectoryGrantError> {
         let mut directories = Vec::new();
-        for label in &manifest.grants.directories {
+        for label in labels {
             let path = self
                 .directories
                 .get(label)
@@ -349,16 +358,13 @@ mod tests {
         let config = crate::runtime::capabilities::harness::server_config(
             "[directories.gone]\npath = \"/nonexistent/emseepea\"\n",
         );
-        let wasi = Wasi::configure(&config).unwrap();
-        let mut m = SourceManifest::default();
-        m.grants.directories = vec!["other".into()];
+        let wasi = Wasi::configure(&config.directories).unwrap();
         assert!(matches!(
-            wasi.grant(&m),
+            wasi.grant(&["other".into()]),
             Err(DirectoryGrantError::Undefined(l)) if l == "other"
         ));
-        m.grants.directories = vec!["gone".into()];
         assert!(matches!(
-            wasi.grant(&m),
+            wasi.grant(&["gone".into()]),
             Err(DirectoryGrantError::NotADirectory { .. })
         ));
     }

@@ -65,7 +65,7 @@ fn acceptable(t: &wit::Template, lists: bool) -> bool {
             .chars()
             .all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'));
     // Parsing enforces the template bounds (length, expressions).
-    let uri_ok = t.uri_template.len() <= crate::config::MAX_TEMPLATE_LEN
+    let uri_ok = t.uri_template.len() <= crate::limits::MAX_TEMPLATE_LEN
         && UriTemplate::parse(&t.uri_template).is_ok_and(|u| u.expression_count() > 0);
     let scopes_ok = t.required_scopes.len() <= MAX_REQUIRED_SCOPES
         && t.required_scopes.iter().all(|s| {

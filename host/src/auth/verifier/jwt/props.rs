@@ -21,10 +21,7 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 });
 
 static VERIFIER: LazyLock<JwtVerifier> = LazyLock::new(|| {
-    let config: Config = toml::from_str(&format!(
-        "sources_dir = 's'\nstate_dir = 't'\n[auth]\nleeway_s = {LEEWAY_S}\n"
-    ))
-    .unwrap();
+    let config: AuthConfig = toml::from_str(&format!("leeway_s = {LEEWAY_S}\n")).unwrap();
     JwtVerifier::hmac(SECRET, ISSUER, RESOURCE, &config)
 });
 

@@ -1,9 +1,9 @@
 //! Outbound HTTP's rows of the isolation checklist (`checklist.rs`).
 
 use super::Http;
-use crate::config::SourceManifest;
 use crate::runtime::capabilities::checklist::{Check, Outcome, Row, logged, pair, text_outcome};
 use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
+use crate::runtime::config::SourceManifest;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

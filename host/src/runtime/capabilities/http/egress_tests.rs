@@ -4,7 +4,7 @@
 
 use super::network::{Connect, Connecting, Network, Resolve, Resolving};
 use super::{EgressHooks, HttpGrants, Origin};
-use crate::config::HttpGrantLimits;
+use crate::runtime::capabilities::http::config::HttpGrantLimits;
 use http_body_util::BodyExt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -8,6 +8,22 @@
 use serde::{Deserialize, Deserializer};
 use std::path::PathBuf;
 
+/// SQLite's process-wide heap limit when no call is running: idle pooled
+/// connections (schema, prepared statements; their page cache is released
+/// on check-in). Running calls raise it by their reservations, so SQLite
+/// never holds more than this plus what running calls' budgets pay for.
+pub const SQLITE_HEAP_BASE_BYTES: u64 = 64 << 20;
+/// A call that opens a connection reserves `memory_bytes / 4` of its budget
+/// for SQLite's working memory; half of that is the longest string or blob
+/// one of its statements may make (`SQLITE_LIMIT_LENGTH`).
+pub const SQLITE_MEMORY_SHARE_DIVISOR: u64 = 4;
+/// Longest SQL statement text (`SQLITE_LIMIT_SQL_LENGTH`), bytes.
+pub const SQLITE_MAX_SQL_LENGTH: i32 = 1 << 20;
+/// Page cache per connection (`PRAGMA cache_size = -KIB`).
+pub const SQLITE_CACHE_KIB: i64 = 1024;
+/// Idle connections kept per (source, database) pool.
+pub const SQLITE_POOL_SIZE: usize = 8;
+
 /// The engine that serves a database. Guests see the same `sql` interface
 /// whichever it is.
 #[derive(

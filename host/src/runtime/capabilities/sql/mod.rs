@@ -22,7 +22,6 @@ mod tests;
 
 use super::handles::{HandleCount, Held};
 use super::{CallInfo, CallView, Capability, ViewOf};
-use crate::config::{Config, SourceManifest};
 use crate::guest_text::GuestText;
 use crate::runtime::bindings::emseepea::inventory::sql::{
     self as wit, Error, Host, HostConnection, Rows, Value,
@@ -95,8 +94,13 @@ impl Capability for Sql {
     type GrantError = SqlGrantError;
     type CallError = std::convert::Infallible;
 
-    fn configure(config: &Config) -> Result<Self, SqlDefinitionError> {
-        for (label, database) in &config.databases {
+    /// `[databases]`: label → the database's config.
+    type Section<'c> = &'c BTreeMap<String, DatabaseConfig>;
+    /// `grants.databases`: the labels a source asks for.
+    type Asked<'m> = &'m [String];
+
+    fn configure(databases: Self::Section<'_>) -> Result<Self, SqlDefinitionError> {
+        for (label, database) in databases {
             engine::check(database).map_err(|source| SqlDefinitionError {
                 label: label.clone(),
                 source,
@@ -105,14 +109,14 @@ impl Capability for Sql {
         // The process-wide heap limit is the host's from the start.
         sqlite::enforce_heap_limit();
         Ok(Self {
-            databases: config.databases.clone(),
+            databases: databases.clone(),
             claimed: Default::default(),
         })
     }
 
-    fn grant(&self, manifest: &SourceManifest) -> Result<SqlGrants, SqlGrantError> {
-        let grants = SqlGrants::resolve(&self.databases, &manifest.grants.databases)?;
-        self.claim(&manifest.grants.databases)?;
+    fn grant(&self, labels: &[String]) -> Result<SqlGrants, SqlGrantError> {
+        let grants = SqlGrants::resolve(&self.databases, labels)?;
+        self.claim(labels)?;
         Ok(grants)
     }
 

@@ -1,10 +1,10 @@
 //! What both engines' checklist rows (`sqlite/checklist.rs`,
 //! `postgres/checklist.rs`) drive the hostile guest with and read back.
 
-use crate::config::SourceManifest;
 use crate::runtime::capabilities::checklist::Outcome;
 use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
 use crate::runtime::capabilities::sql::Sql;
+use crate::runtime::config::SourceManifest;
 
 /// The hostile guest in `mode` on database `main`, granted `main` only.
 pub(crate) fn guest(mode: &str, config: &str, rest: &str) -> SourceManifest {

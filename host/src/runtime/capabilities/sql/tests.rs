@@ -6,6 +6,7 @@ use super::*;
 use crate::runtime::bindings::emseepea::inventory::types::SourceError;
 use crate::runtime::budget::DeadlineTrap;
 use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
+use crate::runtime::config::SourceManifest;
 use std::time::Duration;
 
 /// A server config with one database `main` (table `t`: 1, 2, 3).
@@ -143,11 +144,11 @@ fn every_source_gets_its_own_pool_of_a_shared_database() {
 #[test]
 fn a_postgres_section_is_checked_at_startup() {
     let good = Harness::new("[databases.pg]\nengine = \"postgres\"\nurl = \"postgres://db/x\"\n");
-    assert!(Sql::configure(&good.config).is_ok());
+    assert!(Sql::configure(&good.config.databases).is_ok());
     let harness = Harness::new(
         "[databases.pg]\nengine = \"postgres\"\nurl = \"postgres://app:hunter2@db:notaport/x\"\n",
     );
-    let Err(refused) = Sql::configure(&harness.config) else {
+    let Err(refused) = Sql::configure(&harness.config.databases) else {
         panic!("a postgres section with a bad URL was accepted");
     };
     assert_eq!(

@@ -2,11 +2,11 @@
 //! directories and its captured output.
 
 use super::Wasi;
-use crate::config::SourceManifest;
 use crate::runtime::capabilities::checklist::{
     Check, Outcome, Row, logged, pair, text_outcome, toml_str,
 };
 use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
+use crate::runtime::config::SourceManifest;
 
 /// Directories `assets` (this source's grant) and `other` (another's),
 /// each with `hello.txt`.

@@ -139,15 +139,15 @@ pub fn rows(row: Row) -> Check {
                     section("a", &pg.url(), ""),
                     section("b", &b, "")
                 ));
-                let sql = Sql::configure(&config).unwrap();
+                let sql = Sql::configure(&config.databases).unwrap();
                 let grant = |label: &str| {
                     manifest(
                         "sql-script",
                         &format!("[grants]\ndatabases = [{label:?}]\n"),
                     )
                 };
-                sql.grant(&grant("a")).unwrap();
-                match sql.grant(&grant("b")) {
+                sql.grant(&grant("a").grants.databases).unwrap();
+                match sql.grant(&grant("b").grants.databases) {
                     Ok(_) => Outcome::Served("a source of its own role".into()),
                     Err(e) => Outcome::Stopped(e.to_string()),
                 }

@@ -1,11 +1,27 @@
 //! `[databases.LABEL]` with `engine = "postgres"`: where the server is, how
 //! to reach it (TLS), and how many connections each source may hold.
 
-use crate::config::secret::{Forms, SecretError};
-use crate::config::{DEFAULT_PG_POOL_SIZE, PG_CONNECT_TIMEOUT, Secret};
+use crate::secret::{Forms, Secret, SecretError};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// PostgreSQL databases (`[databases.LABEL] engine = "postgres"`): pooled
+/// connections per source and database unless `pool_size` says otherwise.
+pub const DEFAULT_PG_POOL_SIZE: usize = 4;
+/// Longest a new PostgreSQL connection may take (TCP, TLS, authentication);
+/// a call's remaining deadline shortens it. A database that is down answers
+/// within this, so it holds a guest slot no longer.
+pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a call waits for a free pooled connection of its source (also
+/// capped by the call's remaining deadline).
+pub const PG_POOL_WAIT_MAX: Duration = Duration::from_secs(2);
+/// A connection given back is reset (`DISCARD ALL`) within this, else closed.
+pub const PG_RESET_TIMEOUT: Duration = Duration::from_secs(2);
+/// A server-side cancel request (of a statement whose call was dropped,
+/// cancelled or out of time) is given up after this.
+pub const PG_CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The PostgreSQL keys of a `[databases.LABEL]` section (`engine`,
 /// `read_only` and `max_result_bytes` are the capability's own: `sql/config.rs`).

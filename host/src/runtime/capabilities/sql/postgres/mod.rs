@@ -52,9 +52,11 @@ pub use errors::PgError;
 
 use super::engine::{Bounds, EngineError, Fetched, OpenCall, Rows, StatementCall, Value};
 
-use crate::config::{PG_CANCEL_TIMEOUT, PG_CONNECT_TIMEOUT, PG_POOL_WAIT_MAX, PG_RESET_TIMEOUT};
 use crate::guest_text::GuestText;
 use crate::runtime::CallerKey;
+use crate::runtime::capabilities::sql::postgres::config::{
+    PG_CANCEL_TIMEOUT, PG_CONNECT_TIMEOUT, PG_POOL_WAIT_MAX, PG_RESET_TIMEOUT,
+};
 use crate::telemetry::metrics::{DatabaseLabels, metrics};
 use connect::{Canceller, ConnectError, Manager};
 use deadpool::managed::{PoolError, Timeouts};

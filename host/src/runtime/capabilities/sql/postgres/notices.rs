@@ -8,8 +8,8 @@
 //! call gives the connection back. The driver is polled for its messages
 //! (`connect.rs`), so its own `log` line for a notice is never written.
 
-use crate::config::{MAX_GUEST_OUTPUT_LINES_PER_CALL, MAX_GUEST_OUTPUT_LINES_PER_SECOND};
 use crate::guest_text::GuestText;
+use crate::runtime::output::{MAX_GUEST_OUTPUT_LINES_PER_CALL, MAX_GUEST_OUTPUT_LINES_PER_SECOND};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,7 @@
 //! The engine against a real PostgreSQL (tests/support/postgres.rs).
+//!
+//! (Over 500 lines: tests only, one per behaviour of the engine against a
+//! real server.)
 
 use super::*;
 
@@ -629,8 +632,8 @@ async fn notices_are_taken_from_the_driver() {
     assert_eq!(
         client.notices.counts(),
         (
-            crate::config::MAX_GUEST_OUTPUT_LINES_PER_CALL,
-            501 - crate::config::MAX_GUEST_OUTPUT_LINES_PER_CALL
+            crate::runtime::output::MAX_GUEST_OUTPUT_LINES_PER_CALL,
+            501 - crate::runtime::output::MAX_GUEST_OUTPUT_LINES_PER_CALL
         )
     );
 }
@@ -716,27 +719,31 @@ async fn one_source_cannot_stop_or_watch_another_sources_sessions() {
         )
     };
     // One role for both: the second source is refused, naming the key.
-    let sql = super::super::Sql::configure(&sections(&pg.url(), "")).unwrap();
-    sql.grant(&grant("a")).unwrap();
-    let e = sql.grant(&grant("b")).unwrap_err().to_string();
+    let sql = super::super::Sql::configure(&sections(&pg.url(), "").databases).unwrap();
+    sql.grant(&grant("a").grants.databases).unwrap();
+    let e = sql
+        .grant(&grant("b").grants.databases)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("allow_shared_role") && e.contains("\"b\""),
         "{e}"
     );
     // The same database granted to two sources is the same role too.
-    let sql = super::super::Sql::configure(&sections(&pg.url(), "")).unwrap();
-    sql.grant(&grant("a")).unwrap();
-    assert!(sql.grant(&grant("a")).is_err());
+    let sql = super::super::Sql::configure(&sections(&pg.url(), "").databases).unwrap();
+    sql.grant(&grant("a").grants.databases).unwrap();
+    assert!(sql.grant(&grant("a").grants.databases).is_err());
     // Both sections opt in: allowed.
     let sql =
-        super::super::Sql::configure(&sections(&pg.url(), "allow_shared_role = true")).unwrap();
-    sql.grant(&grant("a")).unwrap();
-    sql.grant(&grant("b")).unwrap();
+        super::super::Sql::configure(&sections(&pg.url(), "allow_shared_role = true").databases)
+            .unwrap();
+    sql.grant(&grant("a").grants.databases).unwrap();
+    sql.grant(&grant("b").grants.databases).unwrap();
     // A role each: accepted, and A cannot reach B's session.
     let bob_url = pg.url_as("bob_app", harness::DATABASE);
-    let sql = super::super::Sql::configure(&sections(&bob_url, "")).unwrap();
-    sql.grant(&grant("a")).unwrap();
-    sql.grant(&grant("b")).unwrap();
+    let sql = super::super::Sql::configure(&sections(&bob_url, "").databases).unwrap();
+    sql.grant(&grant("a").grants.databases).unwrap();
+    sql.grant(&grant("b").grants.databases).unwrap();
 
     let alice = database(&pg, "a", "");
     let bob = database_at(&bob_url, "b", "");
@@ -825,10 +832,10 @@ async fn one_callers_burst_does_not_starve_another_caller() {
 /// a guest call, not just the engine.
 mod guest {
     use super::*;
-    use crate::config::SourceManifest;
     use crate::runtime::budget::DeadlineTrap;
     use crate::runtime::capabilities::harness::{Harness, ReadFailure, manifest};
     use crate::runtime::capabilities::sql::Sql;
+    use crate::runtime::config::SourceManifest;
 
     const SLEEP: &str = "SELECT 1::int8 FROM pg_sleep(30)";
 

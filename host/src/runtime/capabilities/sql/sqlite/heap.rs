@@ -11,7 +11,9 @@
 //! SQLITE_HEAP_BASE_BYTES`. A statement that needs more gets SQLite's
 //! out-of-memory error (`too-large` to the guest).
 
-use crate::config::{SQLITE_HEAP_BASE_BYTES, SQLITE_MEMORY_SHARE_DIVISOR};
+use crate::runtime::capabilities::sql::config::{
+    SQLITE_HEAP_BASE_BYTES, SQLITE_MEMORY_SHARE_DIVISOR,
+};
 use rusqlite::ffi;
 use std::sync::Mutex;
 

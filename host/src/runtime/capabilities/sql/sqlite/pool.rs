@@ -9,7 +9,9 @@
 
 use super::super::config::SqliteConfig;
 use super::policy::{self, Access};
-use crate::config::{SQLITE_CACHE_KIB, SQLITE_MAX_SQL_LENGTH, SQLITE_POOL_SIZE};
+use crate::runtime::capabilities::sql::config::{
+    SQLITE_CACHE_KIB, SQLITE_MAX_SQL_LENGTH, SQLITE_POOL_SIZE,
+};
 use rusqlite::OpenFlags;
 use rusqlite::config::DbConfig;
 use rusqlite::limits::Limit;
