@@ -235,6 +235,35 @@ async fn kept_instances_are_bounded_in_calls_idle_time_and_number() {
     assert!(retired(&m, "evicted") >= 1.0, "{m}");
 }
 
+/// A guest whose heap only grows (the catalog's bump allocator never frees)
+/// is kept only while it has grown less than `warm_max_growth_bytes` since
+/// its first call: its memory is not kept up to its budget.
+#[tokio::test]
+async fn an_instance_whose_memory_keeps_growing_is_dropped() {
+    let s = server()
+        .config(&format!(
+            "{ADMIN}[runtime]\nstandby_instances = 0\nwarm_max_growth_bytes = 65536\n"
+        ))
+        .source("catalog", "catalog", "[config]\nitems = \"1000\"\n")
+        .start();
+    let admin = admin_url(&s);
+    let alice = s.token(Some("alice"), "catalog:read");
+    for i in 0..40 {
+        let a = modern(&s.url, Some(&alice), json!(i), "resources/list", json!({})).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    let (_, m) = get(&format!("{admin}/metrics")).await;
+    assert!(series(&m, WARM_CALLS) >= 10.0, "{m}");
+    assert!(
+        series(&m, r#"emseepea_guest_warm_retired_total{reason="grown"}"#) >= 1.0,
+        "{m}"
+    );
+    assert!(
+        series(&m, "emseepea_guest_warm_memory_bytes") <= 4.0 * 1024.0 * 1024.0,
+        "{m}"
+    );
+}
+
 /// A result the host refuses (a read answering another URI) drops that
 /// caller's kept instance: the next call starts afresh.
 #[tokio::test]

@@ -285,9 +285,9 @@ pub unsafe extern "C" fn cabi_realloc(
 
 /// The global allocator: a bump allocator.
 ///
-/// An instance serves at most `[runtime] warm_max_calls` calls (1,000) of one
-/// caller and is then discarded, so nothing a call allocates needs to be
-/// freed (a list page's few KiB a call, bounded by that count): `alloc` is a pointer bump and
+/// An instance serves one caller for a bounded time and is then discarded
+/// (`[runtime] warm_max_growth_bytes`: after its memory grew by 1 MiB, some
+/// hundred pages), so nothing a call allocates needs to be freed: `alloc` is a pointer bump and
 /// every `free` (including the canonical ABI's post-return, which frees each
 /// returned string) a no-op. It starts in a static arena, part of the initial
 /// memory, so a typical call never grows memory; beyond it, it grows memory.

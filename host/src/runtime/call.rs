@@ -249,18 +249,19 @@ impl Source {
         // The caller's own kept instance, else a standby, else a new one.
         let key = scope.instance_key.as_ref();
         let warm = key.and_then(|k| self.runtime.warm.take(&self.log_name, k, &linked));
-        let (mut store, instance, calls) = if let Some(warm) = warm {
+        let (mut store, instance, (calls, base)) = if let Some(warm) = warm {
             m.guest_calls_warm.inc();
             let instance = Ok(warm.instance);
-            (rebind(warm.store, state, &budget)?, instance, warm.calls)
+            let served = (warm.calls, Some(warm.base));
+            (rebind(warm.store, state, &budget)?, instance, served)
         } else if let Some(standby) = self.standby.take(&linked) {
             m.guest_calls_from_standby.inc();
             let instance = Ok(standby.instance);
-            (bind(standby, state, &budget)?, instance, 0)
+            (bind(standby, state, &budget)?, instance, (0, None))
         } else {
             let mut store = self.store(state, &budget, 0)?;
             let instance = linked.pre.instantiate_async(&mut store).await;
-            (store, instance, 0)
+            (store, instance, (0, None))
         };
         // A standby only after an instantiation that worked.
         let refill = refill.filter(|_| instance.is_ok()).cloned();
@@ -305,6 +306,7 @@ impl Source {
                     instance,
                     linked: linked.clone(),
                     calls: calls.saturating_add(1),
+                    base,
                 })
             }
             _ => None,
@@ -469,6 +471,8 @@ struct Keep {
     linked: Arc<Linked>,
     /// Calls the instance has served, this one included.
     calls: u32,
+    /// Its memory after its first call (`None`: this was its first).
+    base: Option<u64>,
 }
 
 /// A call the fair shares admitted: its slot, its budget (which started
@@ -505,7 +509,13 @@ impl Spent {
         // the memory reset is what a kept instance saves), before the
         // result goes up, so a result found invalid above can retire it.
         if let Some(keep) = self.keep.take() {
-            let warm = Warm::park(self.store, keep.instance, keep.linked, keep.calls);
+            let warm = Warm::park(
+                self.store,
+                keep.instance,
+                keep.linked,
+                keep.calls,
+                keep.base,
+            );
             runtime.warm.put(&keep.source, keep.key, warm);
             drop(self.held);
             if let Some(source) = self.refill.filter(|_| !runtime.busy()) {

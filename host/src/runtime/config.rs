@@ -42,6 +42,12 @@ pub const DEFAULT_WARM_MAX_CALLS: u32 = 1_000;
 /// Default `[runtime] warm_idle_ms`: how long a kept instance waits for its
 /// caller's next call (a client's next page comes within milliseconds).
 pub const DEFAULT_WARM_IDLE_MS: u64 = 10_000;
+/// Default `[runtime] warm_max_growth_bytes`: a kept instance's memory may
+/// grow this much beyond what it had after its first call. Interpreters
+/// settle after their first call (python-notes: 12.3 MiB, call after call);
+/// the catalog's bump allocator never frees and would grow by a few KiB a
+/// call up to its 1,000th (8 MiB an instance).
+pub const DEFAULT_WARM_MAX_GROWTH_BYTES: u64 = 1 << 20;
 /// Most `[runtime] guest_threads` (each is an OS thread with its runtime).
 pub const MAX_GUEST_THREADS: u32 = 64;
 /// Default `[runtime] guest_threads`: none, calls run on the request's
@@ -207,6 +213,9 @@ pub struct RuntimeConfig {
     /// How long a kept instance waits for its caller's next call before it
     /// is dropped.
     pub warm_idle_ms: u64,
+    /// Linear memory a kept instance may grow beyond what it had after its
+    /// first call; an instance that grew more is dropped, not kept.
+    pub warm_max_growth_bytes: u64,
     /// Core instances, memories and tables one component may have
     /// (interpreted languages need more than Rust guests).
     pub max_core_instances_per_component: u32,
@@ -241,6 +250,7 @@ impl Default for RuntimeConfig {
             warm_instances: DEFAULT_WARM_INSTANCES,
             warm_max_calls: DEFAULT_WARM_MAX_CALLS,
             warm_idle_ms: DEFAULT_WARM_IDLE_MS,
+            warm_max_growth_bytes: DEFAULT_WARM_MAX_GROWTH_BYTES,
             max_core_instances_per_component: 64,
             max_memories_per_component: 16,
             max_tables_per_component: 16,

@@ -87,6 +87,7 @@ impl Runtime {
                 instances: config.warm_instances as usize,
                 max_calls: config.warm_max_calls,
                 idle: Duration::from_millis(config.warm_idle_ms),
+                max_growth: config.warm_max_growth_bytes,
             }),
             open_connections,
             busy_from_connections: config.guest_threads_from_connections as usize,

@@ -21,8 +21,11 @@
 //!   instances beyond the calls' slots; when full, the one idle longest makes
 //!   room), `warm_max_calls` calls per instance, `warm_idle_ms` idle before
 //!   it is dropped (`expire`, from the server's sweeper, and on the way out
-//!   of `take`). The memory an instance keeps is its linear memory, at most
-//!   its source's memory budget; `emseepea_guest_warm_memory_bytes` shows it.
+//!   of `take`). The memory an instance keeps is its linear memory: what it
+//!   had after its first call plus at most `warm_max_growth_bytes` (a guest
+//!   whose heap only grows, like the catalog's bump allocator, is dropped
+//!   when it has grown that much, not kept at its budget);
+//!   `emseepea_guest_warm_memory_bytes` shows it.
 //! - Parked, an instance holds nothing of its last call but its own memory:
 //!   the call's resource table and capability state (connections, requests
 //!   in flight, stdout) are dropped before it is kept (`HostState::park`),
@@ -58,6 +61,9 @@ pub struct WarmLimits {
     pub max_calls: u32,
     /// How long a kept instance may wait for its caller's next call.
     pub idle: Duration,
+    /// Linear memory an instance may grow beyond what it had after its
+    /// first call and still be kept.
+    pub max_growth: u64,
 }
 
 /// An instance kept for its caller's next call.
@@ -71,16 +77,20 @@ pub(crate) struct Warm {
     parked_at: Instant,
     /// Its linear memory when parked (the gauge's share).
     bytes: u64,
+    /// Its linear memory after its first call (what growth counts from).
+    pub(crate) base: u64,
 }
 
 impl Warm {
     /// Park `store`'s instance after its `calls`-th call: the call's
-    /// resources and capability state go now, its memory stays.
+    /// resources and capability state go now, its memory stays. `base`:
+    /// its memory after its first call (`None`: this was its first).
     pub(crate) fn park(
         mut store: Store<HostState>,
         instance: Instance,
         linked: Arc<Linked>,
         calls: u32,
+        base: Option<u64>,
     ) -> Self {
         store.data_mut().park();
         let bytes = store.data().memory.linear_bytes();
@@ -91,6 +101,7 @@ impl Warm {
             calls,
             parked_at: Instant::now(),
             bytes,
+            base: base.unwrap_or(bytes),
         }
     }
 }
@@ -100,6 +111,8 @@ impl Warm {
 enum Retired {
     /// Served `warm_max_calls`.
     Calls,
+    /// Grew its memory by more than `warm_max_growth_bytes`.
+    Grown,
     /// Waited `warm_idle_ms` for its caller.
     Idle,
     /// The bound was full: the one idle longest made room.
@@ -114,6 +127,7 @@ impl Retired {
     fn label(self) -> &'static str {
         match self {
             Retired::Calls => "calls",
+            Retired::Grown => "grown",
             Retired::Idle => "idle",
             Retired::Evicted => "evicted",
             Retired::Relinked => "relinked",
@@ -236,6 +250,10 @@ impl WarmPool {
     pub(crate) fn put(&self, source: &Arc<str>, key: InstanceKey, warm: Warm) {
         if !self.enabled() || warm.calls >= self.limits.max_calls {
             retired(Retired::Calls, 1);
+            return;
+        }
+        if warm.bytes > warm.base.saturating_add(self.limits.max_growth) {
+            retired(Retired::Grown, 1);
             return;
         }
         let evicted = {

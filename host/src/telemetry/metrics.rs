@@ -318,7 +318,7 @@ impl Metrics {
         );
         r.register(
             "guest_warm_retired",
-            "Kept instances dropped, by reason: calls (served [runtime] warm_max_calls), idle (waited warm_idle_ms), evicted (the bound was full), relinked (source trimmed), invalid_result (a result of that caller was invalid)",
+            "Kept instances dropped, by reason: calls (served [runtime] warm_max_calls), grown (grew more than warm_max_growth_bytes), idle (waited warm_idle_ms), evicted (the bound was full), relinked (source trimmed), invalid_result (a result of that caller was invalid)",
             m.warm_retired.clone(),
         );
         r.register(
