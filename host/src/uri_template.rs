@@ -4,6 +4,8 @@
 //! template matches, and to check that every URI a guest lists is
 //! "consistent with its registered template"; at startup it refuses two
 //! templates that can match one URI (`overlap`), so a URI has one owner.
+//! (Over 500 lines: the parser, matcher and expander share the parsed
+//! template's private types; a third is property tests.)
 //!
 //! Matching asks "could some expansion of this template produce this URI?".
 //! Each expression may produce the characters its operator can emit (simple

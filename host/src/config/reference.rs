@@ -6,6 +6,8 @@
 //! `config defaults` and `config reference` print them; `cargo xtask
 //! config-reference` writes the page and the schema into docs/, and `cargo
 //! xtask docs` fails when they are stale.
+//! (Over 500 lines: the renderer of the generated reference and the tests
+//! that keep the page, the schema and the defaults in step.)
 
 use super::{Config, SourceManifest};
 use serde_json::Value;

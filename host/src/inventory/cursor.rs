@@ -1,4 +1,6 @@
 //! Sealed cursors: opaque, encrypted, integrity-protected `nextCursor` values.
+//! (Over 500 lines: about 400 of code; the rest tests every way a cursor
+//! can fail to open.)
 //!
 //! "The framework returns opaque, encrypted, integrity-protected nextCursor
 //! values. Cursors bind the caller identity, subject, permissions, resource

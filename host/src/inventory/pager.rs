@@ -1,6 +1,9 @@
 //! The pager: one `resources/list` page of static resources followed by the
 //! caller's records from every inventory source they may access, bounded in
 //! count and in bytes, continued by a sealed cursor.
+//! (Over 500 lines: the one page loop and what it shares, static entries,
+//! sources and the cursor position, in one place; the other half is its
+//! unit and property tests.)
 //!
 //! "Static resources come first, followed by eligible inventory sources in
 //! registration order." "The framework authorizes each source before calling

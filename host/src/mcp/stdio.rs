@@ -3,6 +3,8 @@
 //! `Method` policy, authentication by `caller`, dispatch by `exchange::run`,
 //! sessions for `notifications/cancelled`, the one error mapping). Only
 //! JSON-RPC messages go to stdout; the log stays on stderr.
+//! (Over 500 lines: the stdio transport's reader, dispatch and writer share
+//! one connection's state; the rest is its tests.)
 //!
 //! The MCP specification says stdio servers take credentials from the
 //! environment: the caller's bearer token is [`TOKEN_ENV`]. It is verified

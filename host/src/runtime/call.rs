@@ -1,9 +1,14 @@
 //! One budgeted guest call: a slot (the caller's and the source's fair
-//! share, `slots.rs`), a fresh `Store` + instance with fuel, a memory cap and
-//! a deadline, the call itself, and the classification of how it ended.
+//! share, `slots.rs`), an instance (the caller's kept one, `warm.rs`, a
+//! standby, or a new one) bound to the call's fuel, memory cap and deadline,
+//! the call itself, the classification of how it ended, and then the
+//! instance kept for its caller or dropped.
+//! (Over 500 lines: one call from its slot to its instance's teardown or
+//! keeping, with its log line; the steps share the call's private types,
+//! `Admitted`, `Spent`, `Keep`.)
 //!
-//! The wait for a slot is bounded (`runtime.slot_wait_ms`, and the request's
-//! deadline) and does not count against the guest: its budget, and so its
+//! The wait for a slot is bounded (the admission rule of `slots.rs`, and
+//! `runtime.slot_wait_ms` if set) and does not count against the guest: its budget, and so its
 //! `max_duration_ms`, starts when it has a slot. Only the request's own
 //! deadline, which the wait may have used up in part, still caps it.
 //!

@@ -1,4 +1,6 @@
 //! Fair shares of the guest-call pool.
+//! (Over 500 lines: the shares, the admission rule and the fair hand-over
+//! live under one lock and share its state; the rest is their tests.)
 //!
 //! A call takes one slot of the pool, and with it one of its caller's share
 //! and one of its source's share. A call that finds any of the three full

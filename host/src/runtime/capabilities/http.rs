@@ -1,5 +1,7 @@
 //! Outbound HTTP (`wasi:http/outgoing-handler`) through a per-source
 //! allow-list of `scheme://host[:port]` origins.
+//! (Over 500 lines: the capability's grant, per-call state and wasi:http
+//! hooks; the rest is its tests.)
 //!
 //! - The address checked is the address connected to: an allowed origin's
 //!   name is resolved once ([`destination`]), every answer must be public

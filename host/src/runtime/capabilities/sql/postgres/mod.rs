@@ -1,6 +1,8 @@
 //! The PostgreSQL engine of the `sql` capability (`[databases.LABEL]
 //! engine = "postgres"`), on `tokio-postgres` with a `deadpool` pool of
 //! connections the host makes itself (`connect.rs`) and rustls.
+//! (Over 500 lines: the engine's connection, statements and notices share
+//! the connection's private state; its tests are in `tests.rs`.)
 //!
 //! - Pools per source and database ([`PostgresDatabase`] is made once per
 //!   grant): no source ever gets a connection another one used. A
