@@ -15,6 +15,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -67,8 +68,20 @@ fn in_image(rootfs: &Path, args: &[&str]) -> Command {
         .env_clear()
         // For unshare to find chroot; the server itself sees no PATH use.
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("EMSEEPEA_LOG", "info");
+        .env("EMSEEPEA_LOG", "info")
+        // A group of its own, which `end` kills whole: killing unshare
+        // alone left the server running after the test, holding whatever
+        // descriptors the test runner had (a build lock, here).
+        .process_group(0);
     cmd
+}
+
+/// Kill `child` and everything in its process group (the server inside).
+fn end(child: &mut std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status();
+    let _ = child.wait();
 }
 
 fn build_rootfs(dir: &Path) -> PathBuf {
@@ -195,8 +208,7 @@ async fn the_image_root_filesystem_serves_the_demo_as_nonroot_without_a_shell() 
         }
     });
     let Ok(url) = rx.recv_timeout(Duration::from_secs(300)) else {
-        let _ = server.kill();
-        let _ = server.wait();
+        end(&mut server);
         panic!(
             "the server did not start in the image:\n{}",
             log.join().unwrap()
@@ -240,6 +252,5 @@ async fn the_image_root_filesystem_serves_the_demo_as_nonroot_without_a_shell() 
         "the SQLite-backed source serves alice's documents: {uris:?}"
     );
 
-    let _ = server.kill();
-    let _ = server.wait();
+    end(&mut server);
 }
