@@ -10,7 +10,13 @@
 //!   ```` ```toml,config-fragment ```` is part of one, checked after
 //!   `sources_dir = "sources"` and `state_dir = "state"`. Both run in a
 //!   scratch directory with an empty `sources/`, so a block's relative paths
-//!   must name files the block does not need to exist.
+//!   must name files the block does not need to exist;
+//! - checks every command line of a ```` ```sh ```` block that names this
+//!   project: an `emseepea …` line must parse (it is run with `--help`
+//!   added, which clap answers only when every argument before it is
+//!   known), a `cargo xtask NAME` must name a task, and a script path
+//!   (`benchmarks/…`, `deploy/…`, `.ci/…`) must exist. Other programs
+//!   (curl, npm, python3) are the reader's.
 
 use super::{Result, cargo, output, root, run};
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,6 +81,7 @@ pub fn check() -> Result {
     let src = root.join("docs/src");
     problems.extend(check_links(&src)?);
     problems.extend(check_config_blocks(&bin, &src)?);
+    problems.extend(check_command_blocks(&bin, &src)?);
     if !problems.is_empty() {
         for p in &problems {
             eprintln!("xtask: docs: {p}");
@@ -394,9 +401,177 @@ fn check_config_blocks(bin: &Path, src: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
+/// The command lines of every page's shell blocks: (page, line, command),
+/// continuation lines joined, prompts and comments dropped, one entry per
+/// command of a `&&`, `||`, `;` or `|` chain.
+fn command_lines(src: &Path) -> Result<Vec<(PathBuf, usize, String)>> {
+    let mut out = Vec::new();
+    for page in pages(src) {
+        let text = std::fs::read_to_string(src.join(&page)).map_err(|e| e.to_string())?;
+        let mut in_shell = false;
+        let mut pending: Option<(usize, String)> = None;
+        for (n, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if let Some(info) = t.strip_prefix("```") {
+                in_shell = !in_shell && matches!(info.trim(), "sh" | "bash" | "shell" | "console");
+                continue;
+            }
+            if !in_shell {
+                continue;
+            }
+            let t = t.strip_prefix("$ ").unwrap_or(t);
+            let (start, mut joined) = pending.take().unwrap_or((n + 1, String::new()));
+            joined.push_str(t.trim_end_matches('\\'));
+            joined.push(' ');
+            if t.ends_with('\\') {
+                pending = Some((start, joined));
+                continue;
+            }
+            let code = strip_comment(&joined);
+            for command in code.split(|c| c == ';' || c == '|' || c == '&') {
+                let command = command.trim();
+                if !command.is_empty() {
+                    out.push((page.clone(), start, command.to_owned()));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `line` without a trailing `# comment` (a `#` outside quotes, after a space).
+fn strip_comment(line: &str) -> String {
+    let (mut single, mut double, mut prev) = (false, false, ' ');
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev.is_whitespace() => return line[..i].to_owned(),
+            _ => {}
+        }
+        prev = c;
+    }
+    line.to_owned()
+}
+
+/// Split a command into words, honouring quotes (no expansion).
+fn words(command: &str) -> Vec<String> {
+    let (mut out, mut word, mut quote) = (Vec::new(), String::new(), None);
+    let mut any = false;
+    for c in command.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                any = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if any {
+                    out.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            (_, c) => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(word);
+    }
+    out
+}
+
+/// The tasks `cargo xtask` knows (its `main` match arms).
+fn xtask_tasks() -> BTreeSet<String> {
+    include_str!("main.rs")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Some(\""))
+        .filter_map(|l| l.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn check_command_blocks(bin: &Path, src: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let tasks = xtask_tasks();
+    let root = root();
+    let mut checked = 0;
+    for (page, line, command) in command_lines(src)? {
+        let mut w = words(&command);
+        // Leading VAR=value assignments are the shell's.
+        while w
+            .first()
+            .is_some_and(|x| x.contains('=') && !x.starts_with('-'))
+        {
+            w.remove(0);
+        }
+        let Some(first) = w.first().cloned() else {
+            continue;
+        };
+        let at = format!("docs/src/{}:{line}", page.display());
+        if first == "emseepea" || first.ends_with("/emseepea") {
+            // A substitution or a redirection is the shell's: check the
+            // words before it.
+            let upto = w
+                .iter()
+                .position(|x| {
+                    x.contains("$(")
+                        || x.contains('`')
+                        || x.starts_with(['>', '<'])
+                        || x.starts_with("2>")
+                })
+                .unwrap_or(w.len());
+            let out = Command::new(bin)
+                .args(&w[1..upto])
+                .arg("--help")
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                problems.push(format!(
+                    "{at}: `{command}` does not parse:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            checked += 1;
+        } else if first == "cargo" && w.get(1).is_some_and(|x| x == "xtask") {
+            match w.get(2) {
+                Some(task) if tasks.contains(task) => {}
+                other => problems.push(format!("{at}: `{command}`: no xtask {other:?}")),
+            }
+            checked += 1;
+        } else if ["benchmarks/", "deploy/", ".ci/", "./benchmarks/"]
+            .iter()
+            .any(|p| first.starts_with(p))
+        {
+            if !root.join(first.trim_start_matches("./")).is_file() {
+                problems.push(format!("{at}: `{command}`: no file {first}"));
+            }
+            checked += 1;
+        }
+    }
+    eprintln!("xtask: {checked} command lines checked");
+    Ok(problems)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_lines_are_split_into_words_and_commands() {
+        assert_eq!(
+            words(r#"emseepea token --scope "a b" --sub 'x y'"#),
+            ["emseepea", "token", "--scope", "a b", "--sub", "x y"]
+        );
+        assert_eq!(
+            strip_comment("cargo xtask test   # all of it"),
+            "cargo xtask test   "
+        );
+        assert_eq!(strip_comment("echo '#not'"), "echo '#not'");
+        assert!(xtask_tasks().contains("docs"));
+    }
 
     #[test]
     fn heading_ids_follow_mdbook() {
