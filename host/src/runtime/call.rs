@@ -303,7 +303,9 @@ impl Source {
         // drops the instance with its store.
         let keep = match (&result, key, instance_made) {
             (Ok(_), Some(key), Some(instance))
-                if !scope.cancel.is_cancelled() && !store.data().memory.exceeded() =>
+                if self.runtime.warm.enabled()
+                    && !scope.cancel.is_cancelled()
+                    && !store.data().memory.exceeded() =>
             {
                 Some(Keep {
                     source: self.log_name.clone(),
@@ -522,12 +524,10 @@ impl Spent {
                 keep.base,
             );
             runtime.warm.put(&keep.source, keep.key, warm);
+            // No standby after a kept call: its caller's next call has an
+            // instance, and a task spawned per call here woke the idle
+            // worker for a lone client (tests/operations.rs).
             drop(self.held);
-            if let Some(source) = self.refill.filter(|_| !runtime.busy()) {
-                if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                    handle.spawn(source.make_standby());
-                }
-            }
             return;
         }
         let busy = runtime.busy();
