@@ -979,7 +979,9 @@ fn worker_switches(pid: u32) -> Vec<(String, u64)> {
 /// connection's own task, which tokio handed to the other worker, which woke
 /// and slept again for about every request: 1.3–2.1 worker context switches
 /// per request here, 0.4–0.6 with `listener::self_wakes` (a worker finds
-/// the next request without sleeping about half of the time).
+/// the next request without sleeping about half of the time). Since calls
+/// keep their instance (no teardown after the response), the reading worker
+/// sleeps about once a request; the other must not wake.
 #[tokio::test]
 async fn a_lone_clients_requests_do_not_wake_the_other_worker() {
     let s = catalog_server("[workers]\npin = \"always\"\n");
@@ -1001,20 +1003,30 @@ async fn a_lone_clients_requests_do_not_wake_the_other_worker() {
     }
     let after = worker_switches(s.pid());
     assert_eq!(after.len(), workers, "{after:?}");
-    let total: u64 = before
+    let mut each: Vec<u64> = before
         .iter()
         .zip(&after)
         .map(|((b_id, b), (a_id, a))| {
             assert_eq!(b_id, a_id);
             a - b
         })
-        .sum();
-    let per_request = total as f64 / REQUESTS as f64;
-    println!("{per_request:.2} worker context switches per request");
-    assert!(
-        per_request < 1.0,
-        "{per_request:.2} worker context switches per request"
+        .collect();
+    each.sort_unstable();
+    let per_request = |n: u64| n as f64 / REQUESTS as f64;
+    // The worker that reads the requests may sleep between two of them (a
+    // faster server sleeps more often: with kept instances, about once a
+    // request); every other worker must stay asleep.
+    let others: u64 = each[..each.len() - 1].iter().sum();
+    println!(
+        "worker context switches per request: {:?}",
+        each.iter().map(|&n| per_request(n)).collect::<Vec<_>>()
     );
+    assert!(
+        per_request(others) < 0.3,
+        "the other workers woke {:.2} times a request",
+        per_request(others)
+    );
+    assert!(per_request(each.iter().sum()) < 1.5, "{each:?}");
 }
 
 /// `[workers] yield_after_us`: a worker that has run that long without
