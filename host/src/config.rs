@@ -284,18 +284,13 @@ impl Config {
     }
 
     pub fn request_timeout(&self) -> Duration {
-        Duration::from_millis(self.http.request_timeout_ms)
+        self.http.request_timeout()
     }
 
-    pub fn body_timeout(&self) -> Duration {
-        Duration::from_millis(self.http.body_timeout_ms)
-    }
-
-    /// The effective per-page byte bound: "The tighter byte limit applies".
+    /// The effective per-page byte bound (`ListPagination::byte_limit`).
     pub fn page_byte_limit(&self) -> usize {
         self.list_pagination
-            .max_page_bytes
-            .min(self.max_application_result_bytes)
+            .byte_limit(self.max_application_result_bytes)
     }
 }
 

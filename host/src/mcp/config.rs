@@ -59,6 +59,11 @@ pub enum PaginationProblem {
 }
 
 impl ListPagination {
+    /// The effective per-page byte bound: "The tighter byte limit applies".
+    pub fn byte_limit(&self, max_application_result_bytes: usize) -> usize {
+        self.max_page_bytes.min(max_application_result_bytes)
+    }
+
     /// With `max_application_result_bytes`, which bounds every page too.
     pub fn check(&self, max_application_result_bytes: usize) -> Result<(), PaginationProblem> {
         if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
@@ -85,17 +90,16 @@ pub struct McpConfig {
 
 impl McpConfig {
     pub fn request_timeout(&self) -> Duration {
-        Duration::from_millis(self.http.request_timeout_ms)
+        self.http.request_timeout()
     }
 
     pub fn body_timeout(&self) -> Duration {
-        Duration::from_millis(self.http.body_timeout_ms)
+        self.http.body_timeout()
     }
 
-    /// The effective per-page byte bound: "The tighter byte limit applies".
+    /// The effective per-page byte bound (`ListPagination::byte_limit`).
     pub fn page_byte_limit(&self) -> usize {
         self.list_pagination
-            .max_page_bytes
-            .min(self.max_application_result_bytes)
+            .byte_limit(self.max_application_result_bytes)
     }
 }

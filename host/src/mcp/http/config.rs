@@ -3,6 +3,7 @@
 
 use crate::listener::limits::{DEFAULT_PEER_IPV4_PREFIX, DEFAULT_PEER_IPV6_PREFIX};
 use serde::Deserialize;
+use std::time::Duration;
 
 /// Default MCP request deadline.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
@@ -116,6 +117,14 @@ pub enum HttpProblem {
 }
 
 impl HttpConfig {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
+    }
+
     pub fn check(&self) -> Result<(), HttpProblem> {
         use HttpProblem::NotPositive;
         let h = self;
