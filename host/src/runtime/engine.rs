@@ -114,7 +114,7 @@ impl Runtime {
     }
 
     /// Drop the kept instances that waited `warm_idle_ms` for their caller
-    /// (the server's sweeper); how many, and how often to look again.
+    /// (the server's sweeper); how many.
     pub fn expire_warm_instances(&self) -> usize {
         self.warm.expire()
     }

@@ -181,8 +181,7 @@ impl State {
             !shelf.is_empty()
         });
         for warm in &gone {
-            self.count -= 1;
-            self.bytes -= warm.bytes;
+            self.remove(warm);
         }
         gone
     }
