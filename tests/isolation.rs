@@ -496,3 +496,28 @@ async fn trimming_drops_the_standby() {
     assert_eq!(metric(&admin, FROM_STANDBY).await, 0.0);
     assert_eq!(metric(&admin, WARM).await, 1.0, "kept again");
 }
+
+/// The same for a page in JSON (`inventory-json`): text that is not a page
+/// ends the call as invalid, and a page that breaks a rule retires the
+/// caller's kept instance.
+#[tokio::test]
+async fn an_invalid_json_page_keeps_no_instance() {
+    for (mode, retired) in [("not-json", 0.0), ("key-order", 1.0)] {
+        let s = server()
+            .config(&format!("{ADMIN}[runtime]\nstandby_instances = 0\n"))
+            .source(
+                "j",
+                "hostile/hostile-json",
+                &format!("[config]\nname = \"j\"\nmode = \"{mode}\"\n"),
+            )
+            .start();
+        let admin = admin_url(&s);
+        let alice = s.token(Some("alice"), "hostile:read");
+        let a = modern(&s.url, Some(&alice), json!(1), "resources/list", json!({})).await;
+        assert!(a.json()["error"].is_object(), "{mode}: {}", a.text());
+        let (_, m) = get(&format!("{admin}/metrics")).await;
+        let invalid = r#"emseepea_guest_warm_retired_total{reason="invalid_result"}"#;
+        assert_eq!(series(&m, invalid), retired, "{mode}: {m}");
+        assert_eq!(series(&m, WARM), 0.0, "{mode}: {m}");
+    }
+}

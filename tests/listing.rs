@@ -568,3 +568,63 @@ async fn the_catalogs_books_layout_serves_the_peers_pages() {
     let missing = read("books://catalog/book-0000000007").await;
     assert!(missing.json()["error"].is_object(), "{}", missing.text());
 }
+
+/// A source that lists through `inventory-json` (the page as one JSON
+/// string) is paged like a typed one: escapes decoded, `mimeType` absent or
+/// null is none, the guest asked again after the key it gave last.
+#[tokio::test]
+async fn a_json_page_is_served_like_a_typed_one() {
+    let s = server()
+        .source(
+            "j",
+            "hostile/hostile-json",
+            "[config]\nname = \"j\"\nitems = \"7\"\n",
+        )
+        .config("[list_pagination]\npage_size = 3\n")
+        .start();
+    let token = s.token(Some("alice"), "hostile:read");
+    let (mut cursor, mut seen) = (None::<String>, Vec::new());
+    loop {
+        let v = list(&s, &token, cursor.as_deref()).await.json();
+        seen.extend(v["result"]["resources"].as_array().unwrap().clone());
+        match v["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.into()),
+            None => break,
+        }
+    }
+    let uris: Vec<&str> = seen.iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    let want: Vec<String> = (1..=7).map(|n| format!("hostile://j/k{n:04}")).collect();
+    assert_eq!(uris, want);
+    assert_eq!(seen[0]["name"], "Item \"1\"\té");
+    // Entries 1, 4, 7 carry a MIME type; 2 and 5 say null, 3 and 6 nothing
+    // (the template has none to stand in).
+    assert_eq!(seen[0]["mimeType"], "text/plain");
+    assert_eq!(seen[6]["mimeType"], "text/plain");
+    assert!(seen[1].get("mimeType").is_none(), "{}", seen[1]);
+    assert!(seen[2].get("mimeType").is_none(), "{}", seen[2]);
+}
+
+/// What is not a page in JSON, or breaks a page rule, fails the listing
+/// with the generic error; the log says why; no guest text reaches the
+/// client.
+#[tokio::test]
+async fn a_json_page_that_is_not_one_or_breaks_a_rule_is_a_generic_error() {
+    for (mode, logged) in [
+        ("not-json", "the JSON page is not an inventory-page"),
+        ("extra-field", "unknown field"),
+        ("key-order", "not strictly greater than the previous key"),
+    ] {
+        let s = server()
+            .source(
+                "j",
+                "hostile/hostile-json",
+                &format!("[config]\nname = \"j\"\nmode = \"{mode}\"\n"),
+            )
+            .start();
+        let token = s.token(Some("alice"), "hostile:read");
+        let a = list(&s, &token, None).await;
+        assert_eq!(a.status, 200, "{mode}");
+        assert_generic_internal_error(&a, &[logged]);
+        s.expect_log(&["j", logged]);
+    }
+}

@@ -34,6 +34,15 @@ fn a_component_of_the_wrong_world_is_refused() {
 }
 
 #[test]
+fn a_component_listing_two_ways_is_refused() {
+    refused(
+        server().source("both", "hostile/two-lists", "").prepare(),
+        "both.wasm",
+        "exports both emseepea:inventory/inventory and inventory-json",
+    );
+}
+
+#[test]
 fn list_on_a_public_template_is_refused() {
     let p = server()
         .hostile("pub", "ok", "[config]\naccess = \"public\"")

@@ -120,6 +120,8 @@ const RUST_GUESTS: &[(&str, &str, &str)] = &[
     ("minimal", "minimal", "examples"),
     ("conformance_fixture", "template-data", "conformance"),
     ("hostile", "hostile", "hostile"),
+    ("hostile_json", "hostile-json", "hostile"),
+    ("hostile_two_lists", "two-lists", "hostile"),
     ("hostile-wrong-world", "wrong-world", "hostile"),
 ];
 

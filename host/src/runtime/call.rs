@@ -27,6 +27,7 @@ use super::host_state::HostState;
 use super::loader::{Linked, Source};
 use super::output;
 use super::page::LiftError;
+use super::page_json::JsonPageError;
 use super::scope::RequestScope;
 use super::slots::Slot;
 use super::standby::Standby;
@@ -573,6 +574,9 @@ fn classify(err: wasmtime::Error, store: &Store<HostState>, budget: &Budget) -> 
         };
     }
     if let Some(e) = err.downcast_ref::<LiftError>() {
+        return GuestError::InvalidResult(e.to_string());
+    }
+    if let Some(e) = err.downcast_ref::<JsonPageError>() {
         return GuestError::InvalidResult(e.to_string());
     }
     // Lifting the result would have taken more host memory than the budget

@@ -19,6 +19,7 @@ use super::definition::{DefinitionError, SourceDefinition};
 use super::engine::{Runtime, one_line_chain};
 use super::host_state::HostState;
 use super::page::GuestPage;
+use super::page_json::JsonPage;
 use super::scope::RequestScope;
 use crate::distribution::signature::SourcesConfig;
 use crate::distribution::signature::{self, KeysError, Policy, SignatureProblem, Verdict};
@@ -53,6 +54,57 @@ enum ListSignature {}
 impl Signature for ListSignature {
     type Params<'a> = (Option<&'a str>, u32, &'a CallContext);
     type Return = (Result<GuestPage, SourceError>,);
+}
+
+/// `inventory-json`'s `list`: the page as one JSON string, lifted and parsed
+/// into the same `GuestPage` (`page_json::JsonPage`).
+enum ListJsonSignature {}
+impl Signature for ListJsonSignature {
+    type Params<'a> = (Option<&'a str>, u32, &'a CallContext);
+    type Return = (Result<JsonPage, SourceError>,);
+}
+
+/// A source's `list`, in the form its component exports.
+enum ListExport {
+    /// `inventory`: the page as WIT records.
+    Records(Export<ListSignature>),
+    /// `inventory-json`: the page as JSON, for interpreted guests.
+    Json(Export<ListJsonSignature>),
+}
+
+impl ListExport {
+    /// Check the export's signature (at startup, on `describe`'s instance).
+    fn check(&self, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<()> {
+        match self {
+            ListExport::Records(list) => list.typed(store, instance).map(drop),
+            ListExport::Json(list) => list.typed(store, instance).map(drop),
+        }
+    }
+
+    async fn call(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        after: Option<&str>,
+        limit: u32,
+        context: &CallContext,
+    ) -> wasmtime::Result<Result<GuestPage, SourceError>> {
+        Ok(match self {
+            ListExport::Records(list) => {
+                let func = list.typed(&mut *store, instance)?;
+                func.call_async(&mut *store, (after, limit, context))
+                    .await?
+                    .0
+            }
+            ListExport::Json(list) => {
+                let func = list.typed(&mut *store, instance)?;
+                let (page,) = func
+                    .call_async(&mut *store, (after, limit, context))
+                    .await?;
+                page.map(|json| json.0)
+            }
+        })
+    }
 }
 
 /// `read` as the host calls it: the result is lifted through the read's
@@ -171,6 +223,10 @@ pub enum LoadProblem {
     NoRead,
     #[error("bad inventory export: no `list`")]
     NoList,
+    #[error(
+        "exports both emseepea:inventory/inventory and inventory-json: a source lists one way (world inventory-source or inventory-source-json)"
+    )]
+    TwoInventories,
     /// The trap message of `describe()` on a component whose exports have
     /// other types than the host's (quoted and bounded: it is the guest's).
     #[error("exports emseepea:inventory with the wrong signatures (wrong world or version?): {:?}", GuestText::new(.0))]
@@ -253,8 +309,9 @@ pub(crate) struct Linked {
     template: template::GuestIndices,
     /// The template's `read` export.
     read: Export<ReadSignature>,
-    /// The `list` export, if the component exports `inventory`.
-    list: Option<Export<ListSignature>>,
+    /// The `list` export, if the component exports `inventory` or
+    /// `inventory-json`.
+    list: Option<ListExport>,
 }
 
 impl Linked {
@@ -274,19 +331,30 @@ impl Linked {
             .get_export_index(None, "emseepea:inventory/template@0.1.0")
             .and_then(|t| component.get_export_index(Some(&t), "read"))
             .ok_or_else(|| LoadError::new(file, LoadProblem::NoRead))?;
-        let list = component
-            .get_export_index(None, "emseepea:inventory/inventory@0.1.0")
-            .map(|inventory| {
-                component
-                    .get_export_index(Some(&inventory), "list")
-                    .ok_or_else(|| LoadError::new(file, LoadProblem::NoList))
-            })
-            .transpose()?;
+        let list_of = |interface: &str| {
+            component
+                .get_export_index(None, interface)
+                .map(|inventory| {
+                    component
+                        .get_export_index(Some(&inventory), "list")
+                        .ok_or_else(|| LoadError::new(file, LoadProblem::NoList))
+                })
+                .transpose()
+        };
+        let list = match (
+            list_of("emseepea:inventory/inventory@0.1.0")?,
+            list_of("emseepea:inventory/inventory-json@0.1.0")?,
+        ) {
+            (Some(_), Some(_)) => return Err(LoadError::new(file, LoadProblem::TwoInventories)),
+            (Some(records), None) => Some(ListExport::Records(Export::new(records))),
+            (None, Some(json)) => Some(ListExport::Json(Export::new(json))),
+            (None, None) => None,
+        };
         Ok(Linked {
             pre,
             template,
             read: Export::new(read),
-            list: list.map(Export::new),
+            list,
         })
     }
 }
@@ -339,7 +407,7 @@ impl Source {
             Box::pin(async move {
                 let guest = linked.template.load(&mut *store, instance)?;
                 if let Some(list) = &linked.list {
-                    list.typed(&mut *store, instance)?;
+                    list.check(&mut *store, instance)?;
                 }
                 guest.call_describe(&mut *store).await.map(Ok)
             })
@@ -394,11 +462,8 @@ impl Source {
                         wasmtime::bail!("source does not export inventory");
                     };
                     let context = with_enforced_deadline(context, store);
-                    let func = list.typed(&mut *store, instance)?;
-                    let (page,) = func
-                        .call_async(&mut *store, (after.as_deref(), limit, &context))
-                        .await?;
-                    Ok(page)
+                    list.call(&mut *store, instance, after.as_deref(), limit, &context)
+                        .await
                 })
             },
         )

@@ -28,6 +28,7 @@ mod host_state;
 mod loader;
 pub mod output;
 mod page;
+mod page_json;
 mod scope;
 mod slots;
 mod standby;

@@ -1,0 +1,190 @@
+//! `JsonPage`: the page of an `inventory-json` guest, UTF-8 JSON bytes
+//! parsed straight from its memory into a [`GuestPage`].
+//!
+//! Why the export exists: an interpreted guest (componentize-js) lowers an
+//! `inventory-page` field by field in interpreted code, and each string
+//! character by character (its glue measures a string's UTF-8 length in a
+//! JavaScript loop): most of a `list(50)` call. Its `JSON.stringify` and
+//! `TextEncoder` are native, and a `list<u8>` is lowered as one block copy.
+//! The host pays a parse instead (serde, borrowing the guest's bytes where no
+//! escape forces a copy) and checks the page exactly as a typed one.
+//!
+//! The bytes are bounds-checked against guest memory and charged as
+//! hostcall fuel before they are read, as the typed lift charges a page's
+//! strings. Text that is not the page's shape is a [`JsonPageError`]: an
+//! invalid result (the instance is dropped), its message bounded because it
+//! may quote the guest's text.
+
+use super::page::{EntryRef, GuestPage, LiftError, read_u32};
+use serde::Deserialize;
+use std::borrow::Cow;
+use wasmtime::ValRaw;
+use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext};
+use wasmtime::component::{ComponentType, Lift};
+
+/// The guest's JSON was not an `inventory-page`.
+#[derive(Debug, thiserror::Error)]
+#[error("the JSON page is not an inventory-page: {0}")]
+pub(crate) struct JsonPageError(String);
+
+/// How much of serde's message (which may quote a field name or a value of
+/// the guest's) reaches the log.
+const MESSAGE_CHARS: usize = 160;
+
+impl JsonPageError {
+    fn new(e: serde_json::Error) -> Self {
+        let mut message: String = e
+            .to_string()
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(MESSAGE_CHARS + 1)
+            .collect();
+        if message.chars().count() > MESSAGE_CHARS {
+            message = message.chars().take(MESSAGE_CHARS).collect::<String>() + "…";
+        }
+        JsonPageError(message)
+    }
+}
+
+/// A guest page lifted from its JSON.
+pub(crate) struct JsonPage(pub GuestPage);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PageDoc<'a> {
+    #[serde(borrow)]
+    entries: Vec<EntryDoc<'a>>,
+    has_more: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryDoc<'a> {
+    #[serde(borrow)]
+    key: Cow<'a, str>,
+    #[serde(borrow)]
+    resource: ResourceDoc<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ResourceDoc<'a> {
+    #[serde(borrow)]
+    uri: Cow<'a, str>,
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    mime_type: Option<Cow<'a, str>>,
+}
+
+impl JsonPage {
+    /// The page in `json`, or why it is not one.
+    pub(crate) fn parse(json: &[u8]) -> Result<GuestPage, JsonPageError> {
+        let doc: PageDoc<'_> = serde_json::from_slice(json).map_err(JsonPageError::new)?;
+        Ok(GuestPage::from_entries(
+            doc.entries.iter().map(|e| EntryRef {
+                key: &e.key,
+                uri: &e.resource.uri,
+                name: &e.resource.name,
+                mime_type: e.resource.mime_type.as_deref(),
+            }),
+            doc.has_more,
+        ))
+    }
+
+    fn lift(cx: &mut LiftContext<'_>, ptr: usize, len: usize) -> wasmtime::Result<Self> {
+        let memory = cx.memory();
+        let json = ptr
+            .checked_add(len)
+            .and_then(|end| memory.get(ptr..end))
+            .ok_or(LiftError("list pointer/length out of bounds of memory"))?;
+        cx.consume_fuel(len)?;
+        Ok(JsonPage(Self::parse(json)?))
+    }
+}
+
+// SAFETY: lifted as the WIT `list<u8>` it typechecks as (a pointer pair to
+// bytes, alignment 1); only the lifted Rust value differs.
+unsafe impl ComponentType for JsonPage {
+    type Lower = <[u8] as ComponentType>::Lower;
+    const ABI: CanonicalAbiInfo = CanonicalAbiInfo::POINTER_PAIR;
+
+    fn typecheck(ty: &InterfaceType, types: &InstanceType<'_>) -> wasmtime::Result<()> {
+        <[u8] as ComponentType>::typecheck(ty, types)
+    }
+}
+
+// SAFETY: lifting only reads guest memory through bounds-checked slices.
+unsafe impl Lift for JsonPage {
+    fn linear_lift_from_flat(
+        cx: &mut LiftContext<'_>,
+        _ty: InterfaceType,
+        src: &Self::Lower,
+    ) -> wasmtime::Result<Self> {
+        let [ptr, len]: &[ValRaw; 2] = src;
+        Self::lift(cx, ptr.get_u32() as usize, len.get_u32() as usize)
+    }
+
+    fn linear_lift_from_memory(
+        cx: &mut LiftContext<'_>,
+        _ty: InterfaceType,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Self> {
+        Self::lift(cx, read_u32(bytes, 0)?, read_u32(bytes, 4)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(p: &GuestPage) -> Vec<EntryRef<'_>> {
+        p.entries().collect()
+    }
+
+    #[test]
+    fn a_page_in_the_bindings_shape_is_read_with_escapes_and_optional_mime_types() {
+        let p = JsonPage::parse(
+            br#"{"entries":[
+                {"key":"a","resource":{"uri":"x://a","name":"A \"quoted\" \u00e9","mimeType":"text/plain"}},
+                {"key":"b","resource":{"uri":"x://b","name":"B"}},
+                {"key":"c","resource":{"uri":"x://c","name":"C","mimeType":null}}
+            ],"hasMore":true}"#,
+        )
+        .unwrap();
+        assert!(p.has_more);
+        let e = entries(&p);
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[0].name, "A \"quoted\" é");
+        assert_eq!(e[0].mime_type, Some("text/plain"));
+        assert_eq!((e[1].key, e[1].uri, e[1].mime_type), ("b", "x://b", None));
+        assert_eq!(e[2].mime_type, None);
+    }
+
+    #[test]
+    fn anything_but_the_shape_is_refused() {
+        for bad in [
+            &b"not json"[..],
+            br#"{"entries":[]}"#,
+            br#"{"entries":[],"hasMore":false,"extra":1}"#,
+            br#"{"entries":[{"key":"a","resource":{"uri":"x://a","name":"A","size":3}}],"hasMore":false}"#,
+            br#"{"entries":[{"key":1,"resource":{"uri":"x://a","name":"A"}}],"hasMore":false}"#,
+            br#"{"entries":[],"hasMore":false} trailing"#,
+            b"{\"entries\":[],\"hasMore\":\xff}",
+        ] {
+            assert!(JsonPage::parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn the_message_quoting_guest_text_is_bounded_and_on_one_line() {
+        let field = "f\n".repeat(10_000);
+        let json = format!(
+            r#"{{"entries":[],"hasMore":false,"{}":1}}"#,
+            field.replace('\n', "\\n")
+        );
+        let e = JsonPage::parse(json.as_bytes()).err().unwrap().to_string();
+        assert!(e.chars().count() < 250, "{}", e.len());
+        assert!(!e.contains('\n'));
+    }
+}
