@@ -3,6 +3,9 @@
 //
 // - page(rows, limit): at most limit + 1 rows taken, { entries, hasMore }
 //   with hasMore truthful; fetch(limit) = limit + 1 rows to ask a backend for;
+// - json(inventory): the `inventory-json` export of an `inventory` object
+//   (world inventory-source-json): the page crosses to the host as UTF-8
+//   JSON bytes, encoded natively, several times faster than field by field;
 // - keys (1..=256 printable ASCII characters, compared as bytes, which is
 //   JavaScript string order for ASCII), all order-preserving: number,
 //   signed, timestampMs, escape/unescape for any string, composite(...parts)
@@ -34,6 +37,29 @@ export function page(rows, limit) {
     entries.push(row);
   }
   return { entries, hasMore: false };
+}
+
+// The page's fields, in the order the host reads them: JSON.stringify
+// keeps these (natively) and drops any other property of an entry.
+const PAGE_FIELDS = ['entries', 'key', 'resource', 'uri', 'name', 'mimeType', 'hasMore'];
+
+const UTF8 = new TextEncoder();
+
+/** A page ({ entries, hasMore }) as the UTF-8 JSON `inventory-json` returns. */
+export function encodePage(page) {
+  return UTF8.encode(JSON.stringify({ entries: page.entries, hasMore: Boolean(page.hasMore) }, PAGE_FIELDS));
+}
+
+/** The `inventory-json` export of `inventory` (its `list` may be async):
+ * `export const inventoryJson = json(inventory);` in a component built with
+ * `-n inventory-source-json`. */
+export function json(inventory) {
+  return {
+    list(after, limit, context) {
+      const page = inventory.list(after, limit, context);
+      return typeof page?.then === 'function' ? page.then(encodePage) : encodePage(page);
+    },
+  };
 }
 
 const U64 = 2n ** 64n;

@@ -65,3 +65,21 @@ test('subject and deadline', () => {
   assert.equal(g.remainingMs({ deadlineMs: 1500n }, 1000), 500);
   assert.equal(g.remainingMs({ deadlineMs: 1000 }, 2000), 0);
 });
+
+test('json encodes a page in the host shape, dropping other properties', async () => {
+  const entry = { key: 'k1', resource: { uri: 'x://1', name: 'One', mimeType: 'text/plain', size: 3 }, secret: 'no' };
+  const inventory = { list: (after, limit) => ({ entries: [entry, { key: 'k2', resource: { uri: 'x://2', name: 'Two' } }], hasMore: 1 }) };
+  const bytes = g.json(inventory).list(undefined, 2, {});
+  assert.ok(bytes instanceof Uint8Array);
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(bytes)), {
+    entries: [
+      { key: 'k1', resource: { uri: 'x://1', name: 'One', mimeType: 'text/plain' } },
+      { key: 'k2', resource: { uri: 'x://2', name: 'Two' } },
+    ],
+    hasMore: true,
+  });
+  const later = { list: async () => ({ entries: [], hasMore: false }) };
+  assert.equal(new TextDecoder().decode(await g.json(later).list(undefined, 1, {})), '{"entries":[],"hasMore":false}');
+  const failing = { list: () => { throw { tag: 'failed', val: 'down' }; } };
+  assert.throws(() => g.json(failing).list(undefined, 1, {}), (e) => e.tag === 'failed');
+});

@@ -56,3 +56,7 @@ export const inventory = {
     return sdk.page(mine, limit);
   },
 };
+
+// The listing as the host calls it: each page crosses as one JSON string
+// (world inventory-source-json), not field by field through interpreted glue.
+export const inventoryJson = sdk.json(inventory);
