@@ -4,6 +4,8 @@ is the README's "Writing a guest" Python example, verbatim.
 
 Like the Rust `documents` guest: `list` runs one bounded, ordered query with
 limit + 1 rows (sdk.fetch) and sdk.page to decide has_more, and `read` re-checks ownership.
+It lists through `inventory-json` (world inventory-source-json): the page goes to
+the host as UTF-8 JSON bytes (sdk.json_page), encoded in C, not object by object.
 """
 from typing import List, Optional
 
@@ -12,8 +14,8 @@ from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import config, sql
 from wit_world.imports.types import (
-    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody_Text, ResourceContents,
-    ResourceMetadata, SourceError_Failed, SourceError_NotFound, SourceError_Unavailable, Template as TemplateDef,
+    Access, CallContext, ResourceBody_Text, ResourceContents, SourceError_Failed, SourceError_NotFound,
+    SourceError_Unavailable, Template as TemplateDef,
 )
 
 PREFIX = "notes://notes/"
@@ -48,12 +50,12 @@ class Template(exports.Template):
         return [ResourceContents(uri=uri, mime_type="text/plain", body=ResourceBody_Text(rows.rows[0][0].value))]
 
 
-class Inventory(exports.Inventory):
-    def list(self, after: Optional[str], limit: int, context: CallContext) -> InventoryPage:
+class InventoryJson(exports.InventoryJson):
+    def list(self, after: Optional[str], limit: int, context: CallContext) -> bytes:
         user = owner(context)
         rows = query("SELECT sort_key, id, title FROM notes WHERE owner = ?1 AND sort_key > ?2 ORDER BY sort_key LIMIT ?3",
                      [sql.Value_Text(user), sql.Value_Text(after or ""), sql.Value_Integer(sdk.fetch(limit))],
                      sdk.fetch(limit))
-        entries, has_more = sdk.page((InventoryEntry(key=r[0].value, resource=ResourceMetadata(
-            uri=PREFIX + r[1].value, name=r[2].value, mime_type="text/plain")) for r in rows.rows), limit)
-        return InventoryPage(entries=entries, has_more=has_more)
+        entries, has_more = sdk.page((sdk.entry(r[0].value, PREFIX + r[1].value, r[2].value, "text/plain")
+                                      for r in rows.rows), limit)
+        return sdk.json_page(entries, has_more)

@@ -6,6 +6,10 @@ bindings, so they test on any Python:
 - ``page(rows, limit)``: take at most ``limit + 1`` rows, return
   ``(entries, has_more)`` with ``has_more`` truthful;
 - ``fetch(limit)``: how many rows to ask the backend for (``limit + 1``);
+- ``entry(key, uri, name, mime_type)`` and ``json_page(entries, has_more)``:
+  a page as ``inventory-json``'s ``list`` returns it (world
+  inventory-source-json): UTF-8 JSON bytes, encoded by CPython's C encoder
+  and copied to the host as one block instead of object by object;
 - keys (1..=256 printable ASCII characters, compared as bytes), all
   order-preserving: ``number``, ``signed``, ``timestamp_ms``, ``escape`` /
   ``unescape`` for any string, ``composite(*parts)`` for a key with a
@@ -19,6 +23,7 @@ instance for that caller's next call) and never reach another caller; do not
 rely on them being empty or kept, and never mix callers' data in them. Handles
 (connections, requests) never persist. See the book: Concepts, "Instances".
 """
+import json
 import time
 from typing import Any, Callable, Iterable, List, Optional, Tuple, TypeVar
 
@@ -44,6 +49,21 @@ def page(rows: Iterable[T], limit: int) -> Tuple[List[T], bool]:
             return taken, limit > 0
         taken.append(row)
     return taken, False
+
+
+def entry(key: str, uri: str, name: str, mime_type: Optional[str] = None) -> dict:
+    """One listed entry, as ``json_page`` takes it."""
+    resource = {"uri": uri, "name": name}
+    if mime_type is not None:
+        resource["mimeType"] = mime_type
+    return {"key": key, "resource": resource}
+
+
+def json_page(entries: Iterable[dict], has_more: bool) -> bytes:
+    """The page ``inventory-json``'s ``list`` returns: the UTF-8 JSON of
+    ``{"entries": [...], "hasMore": ...}`` (entries from ``entry``)."""
+    return json.dumps({"entries": list(entries), "hasMore": bool(has_more)},
+                      ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def number(n: int) -> str:

@@ -1,5 +1,6 @@
 """Unit tests of the Python guest SDK: python -m pytest sdk/python"""
 import itertools
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +21,21 @@ def test_page_stops_pulling_rows():
     rows = (pulled.append(i) or i for i in itertools.count())
     g.page(rows, 2)
     assert len(pulled) == 3
+
+
+def test_json_page_is_the_host_shape_in_utf8():
+    entries = [g.entry("k1", "x://1", "One \"é\"", "text/plain"), g.entry("k2", "x://2", "Two")]
+    body = g.json_page(entries, 1)
+    assert isinstance(body, bytes)
+    assert json.loads(body.decode("utf-8")) == {
+        "entries": [
+            {"key": "k1", "resource": {"uri": "x://1", "name": "One \"é\"", "mimeType": "text/plain"}},
+            {"key": "k2", "resource": {"uri": "x://2", "name": "Two"}},
+        ],
+        "hasMore": True,
+    }
+    assert "é".encode() in body
+    assert g.json_page(iter([]), False) == b'{"entries":[],"hasMore":false}'
 
 
 def test_numbers_sort_numerically():

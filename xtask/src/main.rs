@@ -297,7 +297,7 @@ fn python_guest(out: &Path) -> Result {
         .arg(root.join("wit"))
         .args([
             "-w",
-            "inventory-source",
+            "inventory-source-json",
             "componentize",
             "notes",
             "-p",

@@ -46,7 +46,7 @@ impl Lang {
         match self {
             Lang::Rust => "cargo build --release --target wasm32-wasip2".into(),
             Lang::Python => format!(
-                "componentize-py -d wit -w inventory-source componentize guest -p . -o {}.wasm",
+                "componentize-py -d wit -w inventory-source-json componentize guest -p . -o {}.wasm",
                 name.as_str()
             ),
             Lang::Javascript => "npm run build".into(),

@@ -10,8 +10,8 @@ import emseepea_guest as sdk  # the emseepea guest SDK, copied beside this file
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports.types import (
-    Access, CallContext, InventoryEntry, InventoryPage, ResourceBody_Text, ResourceContents,
-    ResourceMetadata, SourceError_Failed, SourceError_NotFound, Template as TemplateDef,
+    Access, CallContext, ResourceBody_Text, ResourceContents, SourceError_Failed, SourceError_NotFound,
+    Template as TemplateDef,
 )
 
 # (owner, id, created at in Unix milliseconds, title)
@@ -53,13 +53,14 @@ class Template(exports.Template):
         raise Err(SourceError_NotFound())
 
 
-class Inventory(exports.Inventory):
-    def list(self, after: Optional[str], limit: int, context: CallContext) -> InventoryPage:
+# The listing as the host calls it: each page crosses as UTF-8 JSON bytes
+# (world inventory-source-json), encoded in C rather than object by object.
+class InventoryJson(exports.InventoryJson):
+    def list(self, after: Optional[str], limit: int, context: CallContext) -> bytes:
         user = user_of(context)
         # A backend would run: WHERE owner = ? AND key > after ORDER BY key
         # LIMIT sdk.fetch(limit) (limit + 1, so has_more is truthful).
         mine = sorted((key(created, rid), rid, title) for owner, rid, created, title in RECORDS if owner == user)
-        rows = (InventoryEntry(key=k, resource=ResourceMetadata(uri=PREFIX + rid, name=title, mime_type=None))
-                for k, rid, title in mine if after is None or k > after)
+        rows = (sdk.entry(k, PREFIX + rid, title) for k, rid, title in mine if after is None or k > after)
         entries, has_more = sdk.page(rows, limit)
-        return InventoryPage(entries=entries, has_more=has_more)
+        return sdk.json_page(entries, has_more)
