@@ -11,13 +11,18 @@
 //!
 //! The bytes are bounds-checked against guest memory and charged as
 //! hostcall fuel before they are read, as the typed lift charges a page's
-//! strings. Text that is not the page's shape is a [`JsonPageError`]: an
+//! strings. What parsing allocates beyond them is bounded too: at most
+//! [`MAX_ENTRIES`] entries are read (a megabyte of `{"key":"",…}` would
+//! otherwise make the host hold three times that in entry records before
+//! the pager could refuse the page). Text that is not the page's shape is a [`JsonPageError`]: an
 //! invalid result (the instance is dropped), its message bounded because it
 //! may quote the guest's text.
 
 use super::page::{EntryRef, GuestPage, LiftError, read_u32};
 use serde::Deserialize;
+use serde::de::{self, SeqAccess, Visitor};
 use std::borrow::Cow;
+use std::fmt;
 use wasmtime::ValRaw;
 use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext};
 use wasmtime::component::{ComponentType, Lift};
@@ -46,13 +51,18 @@ impl JsonPageError {
     }
 }
 
+/// The most entries a JSON page may hold: ten times the largest page the
+/// host asks for (`list_pagination.page_size` is at most 100), so only a
+/// page the pager would refuse anyway is cut short.
+pub(crate) const MAX_ENTRIES: usize = 1000;
+
 /// A guest page lifted from its JSON.
 pub(crate) struct JsonPage(pub GuestPage);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct PageDoc<'a> {
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "bounded_entries")]
     entries: Vec<EntryDoc<'a>>,
     has_more: bool,
 }
@@ -75,6 +85,35 @@ struct ResourceDoc<'a> {
     name: Cow<'a, str>,
     #[serde(borrow, default)]
     mime_type: Option<Cow<'a, str>>,
+}
+
+/// `entries`, refused past [`MAX_ENTRIES`] before more are allocated.
+fn bounded_entries<'de, D>(d: D) -> Result<Vec<EntryDoc<'de>>, D::Error>
+where
+    D: de::Deserializer<'de>,
+{
+    struct Bounded;
+    impl<'de> Visitor<'de> for Bounded {
+        type Value = Vec<EntryDoc<'de>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "an array of at most {MAX_ENTRIES} entries")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_ENTRIES));
+            while let Some(entry) = seq.next_element()? {
+                if entries.len() == MAX_ENTRIES {
+                    return Err(de::Error::custom(format!(
+                        "more than {MAX_ENTRIES} entries"
+                    )));
+                }
+                entries.push(entry);
+            }
+            Ok(entries)
+        }
+    }
+    d.deserialize_seq(Bounded)
 }
 
 impl JsonPage {
@@ -174,6 +213,25 @@ mod tests {
         ] {
             assert!(JsonPage::parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn entries_past_the_bound_are_refused_while_parsing() {
+        let page = |n: usize| {
+            let one = r#"{"key":"k","resource":{"uri":"u","name":"n"}}"#;
+            format!(
+                r#"{{"entries":[{}],"hasMore":false}}"#,
+                vec![one; n].join(",")
+            )
+        };
+        assert_eq!(
+            JsonPage::parse(page(MAX_ENTRIES).as_bytes()).unwrap().len(),
+            MAX_ENTRIES
+        );
+        let e = JsonPage::parse(page(MAX_ENTRIES + 1).as_bytes())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("more than 1000 entries"), "{e}");
     }
 
     #[test]
