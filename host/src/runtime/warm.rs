@@ -216,7 +216,9 @@ impl WarmPool {
         if !self.enabled() {
             return None;
         }
-        let mut stale = Vec::new();
+        // Instances of an earlier copy of the component (parked by a call
+        // that began before the relink) and instances that waited too long.
+        let (mut relinked, mut stale) = (Vec::new(), Vec::new());
         let found = {
             let mut st = self.state.lock().unwrap();
             let found = loop {
@@ -230,17 +232,20 @@ impl WarmPool {
                 }
                 let Some(warm) = warm else { break None };
                 st.remove(&warm);
-                if Arc::ptr_eq(&warm.linked, linked) && warm.parked_at.elapsed() < self.limits.idle
-                {
+                if !Arc::ptr_eq(&warm.linked, linked) {
+                    relinked.push(warm);
+                } else if warm.parked_at.elapsed() >= self.limits.idle {
+                    stale.push(warm);
+                } else {
                     break Some(warm);
                 }
-                stale.push(warm);
             };
             st.publish();
             found
         };
+        retired(Retired::Relinked, relinked.len());
         retired(Retired::Idle, stale.len());
-        drop(stale);
+        drop((relinked, stale));
         found
     }
 
