@@ -57,16 +57,18 @@ pub enum DefinitionError {
     #[error("a public template cannot have required-scopes")]
     PublicWithScopes,
     #[error(
-        "exports `inventory` (list) but its template is public; list needs a protected template"
+        "exports a listing (`inventory` or `inventory-json`) but its template is public; list needs a protected template"
     )]
     PublicListing,
-    #[error("exports `inventory` (list) but its template is suppressed (discoverable: false)")]
+    #[error(
+        "exports a listing (`inventory` or `inventory-json`) but its template is suppressed (discoverable: false)"
+    )]
     SuppressedListing,
 }
 
 impl SourceDefinition {
     /// Validate what `describe()` returned; `lists` is whether the component
-    /// exports `inventory`.
+    /// exports a listing (`inventory` or `inventory-json`).
     pub fn validate(t: wit::Template, lists: bool) -> Result<Self, DefinitionError> {
         if t.name.is_empty()
             || t.name.len() > MAX_NAME

@@ -294,12 +294,13 @@ pub(super) fn lift_bytes<'m>(
     record: &[u8],
     at: usize,
 ) -> wasmtime::Result<&'m [u8]> {
-    let ptr = read_u32(record, at)?;
-    let len = read_u32(record, at + 4)?;
-    Ok(ptr
-        .checked_add(len)
-        .and_then(|end| memory.get(ptr..end))
-        .ok_or(LiftError("string pointer/length out of bounds of memory"))?)
+    guest_bytes(memory, read_u32(record, at)?, read_u32(record, at + 4)?)
+        .ok_or(LiftError("string pointer/length out of bounds of memory").into())
+}
+
+/// The `len` guest bytes at `ptr`, if they are all in `memory`.
+pub(super) fn guest_bytes(memory: &[u8], ptr: usize, len: usize) -> Option<&[u8]> {
+    memory.get(ptr..ptr.checked_add(len)?)
 }
 
 /// The guest string whose (ptr, len) is at `record[at..]`, checked as UTF-8.

@@ -18,7 +18,7 @@
 //! invalid result (the instance is dropped), its message bounded because it
 //! may quote the guest's text.
 
-use super::page::{EntryRef, GuestPage, LiftError, read_u32};
+use super::page::{EntryRef, GuestPage, LiftError, guest_bytes, read_u32};
 use serde::Deserialize;
 use serde::de::{self, SeqAccess, Visitor};
 use std::borrow::Cow;
@@ -132,10 +132,7 @@ impl JsonPage {
     }
 
     fn lift(cx: &mut LiftContext<'_>, ptr: usize, len: usize) -> wasmtime::Result<Self> {
-        let memory = cx.memory();
-        let json = ptr
-            .checked_add(len)
-            .and_then(|end| memory.get(ptr..end))
+        let json = guest_bytes(cx.memory(), ptr, len)
             .ok_or(LiftError("list pointer/length out of bounds of memory"))?;
         cx.consume_fuel(len)?;
         Ok(JsonPage(Self::parse(json)?))
@@ -146,7 +143,7 @@ impl JsonPage {
 // bytes, alignment 1); only the lifted Rust value differs.
 unsafe impl ComponentType for JsonPage {
     type Lower = <[u8] as ComponentType>::Lower;
-    const ABI: CanonicalAbiInfo = CanonicalAbiInfo::POINTER_PAIR;
+    const ABI: CanonicalAbiInfo = <[u8] as ComponentType>::ABI;
 
     fn typecheck(ty: &InterfaceType, types: &InstanceType<'_>) -> wasmtime::Result<()> {
         <[u8] as ComponentType>::typecheck(ty, types)
