@@ -18,6 +18,14 @@ const FROM_STANDBY: &str = "emseepea_guest_calls_from_standby_total";
 const STANDBYS: &str = "emseepea_guest_standby_instances";
 const WARM_CALLS: &str = "emseepea_guest_calls_warm_total";
 const WARM: &str = "emseepea_guest_warm_instances";
+
+/// Kept instances dropped for `reason`, from a metrics text.
+fn retired(metrics: &str, reason: &str) -> f64 {
+    series(
+        metrics,
+        &format!(r#"emseepea_guest_warm_retired_total{{reason="{reason}"}}"#),
+    )
+}
 /// Standbys alone: no instance is kept for its caller.
 const NO_WARM: &str = "warm_instances = 0\n";
 
@@ -207,12 +215,6 @@ async fn kept_instances_are_bounded_in_calls_idle_time_and_number() {
         "{seen:?}"
     );
     assert_eq!(seen[3], "remembered nothing", "{seen:?}");
-    let retired = |m: &str, reason: &str| {
-        series(
-            m,
-            &format!(r#"emseepea_guest_warm_retired_total{{reason="{reason}"}}"#),
-        )
-    };
     let (_, m) = get(&format!("{admin}/metrics")).await;
     assert_eq!(retired(&m, "calls"), 1.0, "{m}");
     // Idle: gone within the sweep after 300 ms.
@@ -254,10 +256,7 @@ async fn an_instance_whose_memory_keeps_growing_is_dropped() {
     }
     let (_, m) = get(&format!("{admin}/metrics")).await;
     assert!(series(&m, WARM_CALLS) >= 10.0, "{m}");
-    assert!(
-        series(&m, r#"emseepea_guest_warm_retired_total{reason="grown"}"#) >= 1.0,
-        "{m}"
-    );
+    assert!(retired(&m, "grown") >= 1.0, "{m}");
     assert!(
         series(&m, "emseepea_guest_warm_memory_bytes") <= 4.0 * 1024.0 * 1024.0,
         "{m}"
@@ -288,14 +287,7 @@ async fn an_invalid_result_drops_the_kept_instance() {
     .await;
     assert!(a.json()["error"].is_object(), "{}", a.text());
     let (_, m) = get(&format!("{admin}/metrics")).await;
-    assert_eq!(
-        series(
-            &m,
-            r#"emseepea_guest_warm_retired_total{reason="invalid_result"}"#
-        ),
-        1.0,
-        "{m}"
-    );
+    assert_eq!(retired(&m, "invalid_result"), 1.0, "{m}");
     assert_eq!(series(&m, WARM), 0.0, "{m}");
 }
 
@@ -478,14 +470,7 @@ async fn trimming_drops_the_standby() {
     let (_, m) = get(&format!("{admin}/metrics")).await;
     // The kept instance went with the standby (it too held the old copy).
     assert_eq!(series(&m, WARM), 0.0, "{m}");
-    assert_eq!(
-        series(
-            &m,
-            r#"emseepea_guest_warm_retired_total{reason="relinked"}"#
-        ),
-        1.0,
-        "{m}"
-    );
+    assert_eq!(retired(&m, "relinked"), 1.0, "{m}");
     assert_eq!(
         series(&m, r#"emseepea_source_trims_total{source="mem"}"#),
         1.0,
@@ -502,7 +487,7 @@ async fn trimming_drops_the_standby() {
 /// caller's kept instance.
 #[tokio::test]
 async fn an_invalid_json_page_keeps_no_instance() {
-    for (mode, retired) in [("not-json", 0.0), ("key-order", 1.0)] {
+    for (mode, dropped) in [("not-json", 0.0), ("key-order", 1.0)] {
         let s = server()
             .config(&format!("{ADMIN}[runtime]\nstandby_instances = 0\n"))
             .source(
@@ -516,8 +501,7 @@ async fn an_invalid_json_page_keeps_no_instance() {
         let a = modern(&s.url, Some(&alice), json!(1), "resources/list", json!({})).await;
         assert!(a.json()["error"].is_object(), "{mode}: {}", a.text());
         let (_, m) = get(&format!("{admin}/metrics")).await;
-        let invalid = r#"emseepea_guest_warm_retired_total{reason="invalid_result"}"#;
-        assert_eq!(series(&m, invalid), retired, "{mode}: {m}");
+        assert_eq!(retired(&m, "invalid_result"), dropped, "{mode}: {m}");
         assert_eq!(series(&m, WARM), 0.0, "{mode}: {m}");
     }
 }
