@@ -294,8 +294,10 @@ pub(super) fn lift_bytes<'m>(
     record: &[u8],
     at: usize,
 ) -> wasmtime::Result<&'m [u8]> {
+    // `ok_or_else`: a `wasmtime::Error` made eagerly would be an allocation,
+    // and a captured backtrace under RUST_BACKTRACE, for every string lifted.
     guest_bytes(memory, read_u32(record, at)?, read_u32(record, at + 4)?)
-        .ok_or(LiftError("string pointer/length out of bounds of memory").into())
+        .ok_or_else(|| LiftError("string pointer/length out of bounds of memory").into())
 }
 
 /// The `len` guest bytes at `ptr`, if they are all in `memory`.
