@@ -73,4 +73,4 @@ max_sessions_per_principal = 1000
 file = "$ROOT/target/ems/notes-10k.sqlite"
 TOML
 done
-echo "ready: benchmarks/peers.sh, benchmarks/ab.sh, benchmarks/demo-rss.sh, benchmarks/demo-load.sh"
+echo "ready: benchmarks/peers.sh, benchmarks/ab.sh, benchmarks/demo-load.sh"
