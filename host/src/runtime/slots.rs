@@ -566,13 +566,18 @@ mod tests {
         let (alice, bob) = (CallerKey::new("alice"), CallerKey::new("bob"));
         let src: Arc<str> = "a".into();
         let running = s.acquire(&alice, &src, ANY, far()).await.unwrap();
+        // Each of alice's queued calls holds its slot until the gate lets it
+        // finish, as a running guest call would.
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let mut hers = Vec::new();
         for _ in 0..3 {
-            let s2 = s.clone();
+            let (s2, gate) = (s.clone(), gate.clone());
             hers.push(tokio::spawn(async move {
-                s2.acquire(&CallerKey::new("alice"), &"a".into(), ANY, far())
-                    .await
-                    .map(drop)
+                let slot = s2
+                    .acquire(&CallerKey::new("alice"), &"a".into(), ANY, far())
+                    .await;
+                gate.acquire().await.unwrap().forget();
+                slot.map(drop)
             }));
         }
         while s.state.lock().unwrap().waiting < 3 {
@@ -582,10 +587,17 @@ mod tests {
         tokio::pin!(his);
         assert!(poll_once(his.as_mut()).await.is_none(), "bob waits");
         drop(running);
+        // Alice's waiting tasks get their turns first: racing for the
+        // freed slot (the old code woke every waiter), one of them would
+        // take it before bob is polled again.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
         let slot = poll_once(his.as_mut()).await;
         assert!(matches!(slot, Some(Ok(_))), "bob was handed the slot");
         assert_eq!(s.state.lock().unwrap().waiting, 3, "alice's still wait");
         drop(slot);
+        gate.add_permits(3);
         for h in hers {
             assert!(h.await.unwrap().is_ok());
         }
