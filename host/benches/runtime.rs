@@ -1,6 +1,8 @@
 //! Criterion benchmarks of the host's hot paths:
-//! - a fresh instance + `list` of 50 (and 1) from the Rust `catalog`, the
-//!   JavaScript `js-catalog` and the Python `python-notes` guests;
+//! - `list` of 50 (and 1) from the Rust `catalog`, the JavaScript
+//!   `js-catalog` and the Python `python-notes` guests, in a fresh instance
+//!   (as the host, or an anonymous caller) and in one caller's kept instance
+//!   (as a verified caller's requests are served);
 //! - cursor seal + open; validation of a 50-entry page;
 //! - token verification per algorithm, and a cached verification.
 //!
@@ -15,7 +17,7 @@ use emseepea::inventory::{Clock, SystemClock};
 use emseepea::runtime::types::{
     CallContext, InventoryEntry, InventoryPage, Principal, ResourceMetadata,
 };
-use emseepea::runtime::{CallerKey, RequestScope, Runtime, SourceSet};
+use emseepea::runtime::{CallerKey, InstanceKey, RequestScope, Runtime, SourceSet};
 use emseepea::uri_template::UriTemplate;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -105,40 +107,50 @@ fn guest_calls(c: &mut Criterion) {
     );
     let runtime = Arc::new(Runtime::new(&config.runtime).unwrap());
     let set = rt.block_on(SourceSet::load(runtime, &config)).unwrap();
-    let mut group = c.benchmark_group("guest call (fresh instance)");
-    for (name, limit) in [
-        ("catalog", 50u32),
-        ("catalog", 1),
-        ("js-catalog", 50),
-        ("python-notes", 50),
+    // A fresh instance per call (the host, anonymous callers), then alice's
+    // kept instance (`runtime/warm.rs`), which is how a verified caller's
+    // pages are served.
+    for (group_name, kept) in [
+        ("guest call (fresh instance)", false),
+        ("guest call (kept instance)", true),
     ] {
-        let source = set.get(name).unwrap().clone();
-        group.bench_function(format!("{name} list({limit})"), |b| {
-            b.to_async(&rt).iter(|| {
-                let source = source.clone();
-                async move {
-                    let scope = RequestScope::new(
-                        Instant::now() + Duration::from_secs(10),
-                        "bench",
-                        CallerKey::host(),
-                    );
-                    let page = source.list(None, limit, context(), &scope).await.unwrap();
-                    assert_eq!(page.len(), limit as usize);
-                }
-            })
-        });
-        eprintln!(
-            "{name} list({limit}): fuel {} / memory {} KiB per call",
-            source
-                .last_fuel_used
-                .load(std::sync::atomic::Ordering::Relaxed),
-            source
-                .last_memory_bytes
-                .load(std::sync::atomic::Ordering::Relaxed)
-                / 1024
-        );
+        let mut group = c.benchmark_group(group_name);
+        for (name, limit) in [
+            ("catalog", 50u32),
+            ("catalog", 1),
+            ("js-catalog", 50),
+            ("python-notes", 50),
+        ] {
+            let source = set.get(name).unwrap().clone();
+            group.bench_function(format!("{name} list({limit})"), |b| {
+                b.to_async(&rt).iter(|| {
+                    let source = source.clone();
+                    async move {
+                        let deadline = Instant::now() + Duration::from_secs(10);
+                        let scope = if kept {
+                            RequestScope::new(deadline, "bench", CallerKey::new("alice"))
+                                .reusing(Some(InstanceKey::new("alice")))
+                        } else {
+                            RequestScope::new(deadline, "bench", CallerKey::host())
+                        };
+                        let page = source.list(None, limit, context(), &scope).await.unwrap();
+                        assert_eq!(page.len(), limit as usize);
+                    }
+                })
+            });
+            eprintln!(
+                "{name} list({limit}): fuel {} / memory {} KiB per call",
+                source
+                    .last_fuel_used
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                source
+                    .last_memory_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    / 1024
+            );
+        }
+        group.finish();
     }
-    group.finish();
 
     // Throughput on every core: many calls in flight at once.
     let source = set.get("catalog").unwrap().clone();

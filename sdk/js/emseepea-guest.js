@@ -64,6 +64,10 @@ export function json(inventory) {
 
 const U64 = 2n ** 64n;
 const I64 = 2n ** 63n;
+// Padding by concatenation: String.prototype.padStart is self-hosted
+// JavaScript in SpiderMonkey, so in a component (no JIT) it is interpreted,
+// op by op, for every key; `slice` is native.
+const ZEROS = '00000000000000000000';
 
 /** A non-negative integer below 2^64 (number or BigInt), zero-padded to 20 digits. */
 export function number(n) {
@@ -71,7 +75,7 @@ export function number(n) {
   if (v < 0n || v >= U64) {
     throw new RangeError(`${n} is not a u64`);
   }
-  return v.toString().padStart(20, '0');
+  return (ZEROS + v.toString()).slice(-20);
 }
 
 /** A signed 64-bit integer, offset so negatives sort first. */
@@ -88,7 +92,7 @@ export function timestampMs(ms) {
   return number(ms);
 }
 
-const hex = (b) => b.toString(16).toUpperCase().padStart(2, '0');
+const hex = (b) => (b < 16 ? '0' : '') + b.toString(16).toUpperCase();
 
 /** Any string as key characters, keeping UTF-8 byte order: `$`..`}` stay,
  * lower bytes become `#XX`, higher `~XX`; never contains `!`. */

@@ -30,6 +30,9 @@ test('numbers sort numerically', () => {
   const skeys = ss.map(g.signed);
   assert.deepEqual([...skeys].sort(), skeys);
   assert.throws(() => g.number(-1), RangeError);
+  assert.equal(g.number(0), '0'.repeat(20));
+  assert.equal(g.number(42), '00000000000000000042');
+  assert.equal(g.number(2n ** 64n - 1n), '18446744073709551615');
 });
 
 const SAMPLES = ['', '\0', ' ', '!', '"', '#', '$', '%', 'A', 'a', 'a b', 'ab', 'a!', '}', '~', '\x7f', 'é', 'z', 'zz', '€', '😀', 'HOSTILE key\n'];
@@ -44,6 +47,7 @@ test('escaping keeps byte order and round-trips', () => {
       assert.equal(Buffer.compare(bytes(a), bytes(b)) < 0, ea < g.escape(b), `${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
     }
   }
+  assert.equal(g.escape('\0\n é'), '#00#0A#20~C3~A9');
   assert.equal(g.unescape('a b'), undefined);
   assert.equal(g.unescape('#G0'), undefined);
 });
