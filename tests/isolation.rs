@@ -19,6 +19,9 @@ const STANDBYS: &str = "emseepea_guest_standby_instances";
 const WARM_CALLS: &str = "emseepea_guest_calls_warm_total";
 const WARM: &str = "emseepea_guest_warm_instances";
 
+/// Standbys alone: no instance is kept for its caller.
+const NO_WARM: &str = "warm_instances = 0\n";
+
 /// Kept instances dropped for `reason`, from a metrics text.
 fn retired(metrics: &str, reason: &str) -> f64 {
     series(
@@ -26,8 +29,6 @@ fn retired(metrics: &str, reason: &str) -> f64 {
         &format!(r#"emseepea_guest_warm_retired_total{{reason="{reason}"}}"#),
     )
 }
-/// Standbys alone: no instance is kept for its caller.
-const NO_WARM: &str = "warm_instances = 0\n";
 
 async fn metric(admin: &str, name: &str) -> f64 {
     let (_, m) = get(&format!("{admin}/metrics")).await;
